@@ -1,0 +1,304 @@
+"""From plan to operators: instantiate every plan node on the dataflow's runtime.
+
+Nodes are visited in id order, a topological order once loops' feedback edges are set aside, so
+each operator gets a lower scheduling index than its consumers (the scheduler runs the lowest
+index with work first: upstream before downstream, the loop's variable before its body). Each
+node becomes one operator, except:
+
+* ``join`` and ``reduce`` inputs are arranged first (an ``ArrangeOp``), unless the input is an
+  ``arrange`` node with the same keys, whose arrangement is then shared;
+* a loop's ``variable`` is the concatenation of the entered collection and the loop's feedback,
+  connected once the ``feedback`` node (after the body) has been built.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import polars as pl
+
+from ddflow.kernels.local import DIFF
+from ddflow.operators.io import InputOp, OutputOp, ProbeOp
+from ddflow.operators.join import ArrangeOp, JoinOp
+from ddflow.operators.linear import Linear
+from ddflow.operators.reduce import (
+    CountSumLogic,
+    GeneralAggLogic,
+    GroupFnLogic,
+    Logic,
+    ReduceOp,
+    ThresholdLogic,
+)
+from ddflow.operators.vertex import VertexOp
+from ddflow.plan import Node
+from ddflow.progress import Summary
+from ddflow.scheduler import Worker
+from ddflow.timely import Operator
+
+if TYPE_CHECKING:
+    from ddflow.dataflow import Dataflow
+
+__all__ = ["build"]
+
+
+def build(flow: Dataflow) -> Worker:
+    return _Builder(flow).build()
+
+
+class _Builder:
+    def __init__(self, flow: Dataflow) -> None:
+        self.flow = flow
+        self.k = flow.kernels
+        self.worker = Worker()
+        # node id -> (operator, output port)
+        self.ports: dict[int, tuple[Operator, int]] = {}
+        self.arranged: dict[int, ArrangeOp] = {}
+
+    def build(self) -> Worker:
+        for node in self.flow.plan.nodes:
+            getattr(self, f"_op_{node.op}")(node)
+        self.worker.start()
+        return self.worker
+
+    # ------------------------------------------------------------------ helpers
+
+    def _add(self, op: Operator, node: Node | None, inputs: tuple[Node, ...] = ()) -> Operator:
+        self.worker.add(op)
+        for i, n in enumerate(inputs):
+            src, port = self.ports[n.id]
+            self.worker.connect(src, port, op, i)
+        if node is not None:
+            self.ports[node.id] = (op, 0)
+        return op
+
+    def _linear(self, node: Node, fn: Any, name: str | None = None) -> None:
+        tt = node.scope.time_type
+        self._add(Linear(name or node.op, [tt], tt, [fn], _height), node, node.inputs)
+
+    def _empty(self, node: Node) -> pl.DataFrame:
+        return self.k.empty(node.schema.polars_schema(), node.scope.time_type)
+
+    def _arrangement(self, node: Node, keys: tuple[str, ...], prepare: Any = None,
+                     sums: tuple[str, ...] = (DIFF,), empty: Any = None) -> ArrangeOp:
+        """An arrangement of ``node`` by ``keys``: shared if ``node`` is such an arrangement."""
+        if prepare is None and node.op == "arrange" and tuple(node.params["keys"]) == keys:
+            return self.arranged[node.id]
+        tt = node.scope.time_type
+        op = ArrangeOp(tt, self.k, keys, self._empty(node) if empty is None else empty,
+                       prepare=prepare, sums=sums)
+        self._add(op, None, (node,))
+        return op
+
+    # ------------------------------------------------------------------ sources and sinks
+
+    def _op_input(self, node: Node) -> None:
+        handle = self.flow.inputs[node.params["name"]]
+        op = InputOp(handle)
+        handle._op = op
+        self._add(op, node)
+
+    def _op_output(self, node: Node) -> None:
+        sink = node.params["sink"]
+        self._add(OutputOp(self.k, sink._on_epoch, self.flow.last_epoch), node, node.inputs)
+
+    def _op_probe(self, node: Node) -> None:
+        probe = node.params["probe"]
+        probe.op = self._add(ProbeOp(), node, node.inputs)
+
+    # ------------------------------------------------------------------ linear
+
+    def _op_select(self, node: Node) -> None:
+        compiled = list(node.params["compiled"])
+        tcols = node.scope.time_type.columns()
+        self._linear(node, lambda b: b.select([*compiled, *tcols, DIFF]))
+
+    def _op_with_columns(self, node: Node) -> None:
+        compiled = list(node.params["compiled"])
+        names = list(node.schema.names)
+        tcols = node.scope.time_type.columns()
+        self._linear(node, lambda b: b.with_columns(compiled).select([*names, *tcols, DIFF]))
+
+    def _op_filter(self, node: Node) -> None:
+        pred = node.params["compiled"]
+        self._linear(node, lambda b: b.filter(pred))
+
+    def _op_map(self, node: Node) -> None:
+        self._linear(node, _row_fn(node, flat=False))
+
+    def _op_flat_map(self, node: Node) -> None:
+        self._linear(node, _row_fn(node, flat=True))
+
+    def _op_negate(self, node: Node) -> None:
+        self._linear(node, self.k.negate)
+
+    def _op_consolidate(self, node: Node) -> None:
+        self._linear(node, self.k.consolidate)
+
+    def _op_inspect(self, node: Node) -> None:
+        fn = node.params["fn"]
+        tt = node.scope.time_type
+        names = list(node.schema.names)
+
+        def inspect(b: pl.DataFrame) -> pl.DataFrame:
+            tcols = tt.columns()
+            time = pl.col(tcols[0]) if tt.width == 1 else pl.concat_list(tcols)
+            fn(b.select([*names, time.alias("time"), pl.col(DIFF).alias("diff")]))
+            return b
+
+        self._linear(node, inspect)
+
+    def _op_concat(self, node: Node) -> None:
+        tt = node.scope.time_type
+        self._add(Linear("concat", [tt] * len(node.inputs), tt, [None] * len(node.inputs), _height),
+                  node, node.inputs)
+
+    def _op_port(self, node: Node) -> None:
+        (vertex,) = node.inputs
+        op, _ = self.ports[vertex.id]
+        self.ports[node.id] = (op, node.params["port"])
+
+    def _op_vertex(self, node: Node) -> None:
+        tt = node.scope.time_type
+        op = VertexOp(node.params["vertex"], tt, len(node.inputs), node.params["outputs"], self.k)
+        self._add(op, node, node.inputs)
+
+    # ------------------------------------------------------------------ loops
+
+    def _op_enter(self, node: Node) -> None:
+        (src,) = node.inputs
+        outer, inner = src.scope.time_type, node.scope.time_type
+        compiled = node.params.get("compiled")
+        k = self.k
+        extra = inner.width - outer.width
+        summary = Summary.enter(outer, inner.coordinates[-1])
+
+        def time_fn(t: tuple[int, ...]) -> tuple[int, ...]:
+            return t + (0,) * extra
+
+        op = Linear("enter", [outer], inner,
+                    [lambda b: k.enter(b, outer, inner, compiled)], _height, time_fn, summary)
+        self._add(op, node, node.inputs)
+
+    def _op_variable(self, node: Node) -> None:
+        tt = node.scope.time_type
+        # port 0: the entered collection; port 1: the feedback, connected in _op_feedback
+        op = Linear("variable", [tt, tt], tt, [None, None], _height)
+        self._add(op, node, node.inputs)
+
+    def _op_feedback(self, node: Node) -> None:
+        tt = node.scope.time_type
+        limit = node.params["max_iterations"]
+        k = self.k
+
+        def time_fn(t: tuple[int, ...]) -> tuple[int, ...] | None:
+            if limit is not None and t[-1] + 1 >= limit:
+                return None
+            return t[:-1] + (t[-1] + 1,)
+
+        def inc(b: Any) -> Any:
+            return k.increment(b, tt, limit)
+
+        op = Linear("feedback", [tt, tt], tt,
+                    [inc, lambda b: inc(k.negate(b))], _height, time_fn, Summary.increment(tt, 1))
+        self._add(op, None, node.inputs)
+        var_op, _ = self.ports[node.params["variable"].id]
+        self.worker.connect(op, 0, var_op, 1)
+
+    def _op_leave(self, node: Node) -> None:
+        (src,) = node.inputs
+        inner, outer = src.scope.time_type, node.scope.time_type
+        k = self.k
+
+        def time_fn(t: tuple[int, ...]) -> tuple[int, ...]:
+            return t[: outer.width]
+
+        op = Linear("leave", [inner], outer, [lambda b: k.leave(b, inner, outer)], _height,
+                    time_fn, Summary.leave(inner))
+        self._add(op, node, node.inputs)
+
+    # ------------------------------------------------------------------ stateful
+
+    def _op_arrange(self, node: Node) -> None:
+        keys = tuple(node.params["keys"])
+        (src,) = node.inputs
+        op = self._arrangement(src, keys)
+        self.arranged[node.id] = op
+        self.ports[node.id] = (op, 0)
+
+    def _op_join(self, node: Node) -> None:
+        left, right = node.inputs
+        lk, rk = tuple(node.params["left_on"]), tuple(node.params["right_on"])
+        la = self._arrangement(left, lk)
+        ra = self._arrangement(right, rk)
+        tt = node.scope.time_type
+        op = JoinOp(tt, self.k, la.spine, ra.spine, lk, rk, node.params["output"], exact=False)
+        self.worker.add(op)
+        self.worker.connect(la, 0, op, 0)
+        self.worker.connect(ra, 0, op, 1)
+        self.ports[node.id] = (op, 0)
+
+    def _op_reduce(self, node: Node) -> None:
+        (src,) = node.inputs
+        keys = tuple(node.params["keys"])
+        tt = node.scope.time_type
+        logic = _logic(node, src)
+        k = self.k
+        sums = (DIFF, *logic.weights)
+
+        def prepare(b: pl.DataFrame) -> pl.DataFrame:
+            return logic.prepare(b, keys, tt)
+
+        arr = self._arrangement(src, keys, prepare=prepare, sums=sums,
+                                empty=self._empty(src))
+        op = ReduceOp(tt, k, arr.spine, keys, logic, self._empty(node))
+        self.worker.add(op)
+        self.worker.connect(arr, 0, op, 0)
+        self.ports[node.id] = (op, 0)
+
+
+def _logic(node: Node, src: Node) -> Logic:
+    kind = node.params["kind"]
+    out_types = {n: dt.polars for n, dt in node.schema.items()}
+    if kind == "distinct":
+        return ThresholdLogic(None)
+    if kind == "threshold":
+        return ThresholdLogic(node.params["fn"])
+    if kind == "agg":
+        aggs = node.params["aggs"]
+        if all(a[1] in ("count", "sum", "mean") for a in aggs):
+            return CountSumLogic(aggs, out_types)
+        return GeneralAggLogic(aggs, out_types)
+    outs = list(node.params["outputs"])
+    return GroupFnLogic(node.params["fn"], list(node.params["keys"]), list(node.params["values"]),
+                        outs, {n: out_types[n] for n in outs})
+
+
+def _height(batch: Any) -> int:
+    return int(batch.height)
+
+
+def _row_fn(node: Node, flat: bool) -> Any:
+    fn = node.params["fn"]
+    schema = node.schema
+    src_names = list(node.inputs[0].schema.names)
+    tcols = node.scope.time_type.columns()
+    single = len(schema.names) == 1
+
+    def apply(b: pl.DataFrame) -> pl.DataFrame:
+        rows: list[Any] = []
+        index: list[int] = []
+        for i, row in enumerate(b.select(src_names).iter_rows()):
+            if flat:
+                for out in fn(row):
+                    rows.append(out if not single or isinstance(out, tuple) else (out,))
+                    index.append(i)
+            else:
+                out = fn(row)
+                rows.append(out if not single or isinstance(out, tuple) else (out,))
+        data = schema.rows_to_frame(rows)
+        rest = b.select([*tcols, DIFF])
+        if flat:
+            rest = rest[index] if index else rest.clear()
+        return pl.concat([data, rest], how="horizontal")
+
+    return apply

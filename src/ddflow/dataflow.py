@@ -1,0 +1,439 @@
+"""The dataflow: inputs, outputs, probes, and running.
+
+A :class:`Dataflow` owns a plan (:mod:`ddflow.plan`) and, from its first ``run()``, the operators
+built from it on its runtime. Inputs accept updates at their current epoch; ``advance_to(e)``
+promises that no more updates for epochs before ``e`` will come; ``run()`` works until every
+epoch that every input has moved past is complete at every output. Invariants:
+
+* an input never loses an accepted update: a rejected batch (bad schema, closed input) leaves
+  what was accepted before untouched;
+* epochs only move forward; ``advance_to`` an earlier epoch is an error;
+* an output's ``snapshot(e)`` is the accumulation of its changes at epochs ``<= e``, and is only
+  available for complete epochs.
+"""
+
+from __future__ import annotations
+
+import time as _time
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+import pandas as pd
+import polars as pl
+
+from ddflow.build import build
+from ddflow.collection import Collection
+from ddflow.errors import (
+    CallSite,
+    ClosedInputError,
+    GraphError,
+    InputError,
+    TimeError,
+    call_site,
+)
+from ddflow.kernels.local import DIFF, LocalKernels
+from ddflow.lattice import EPOCHS
+from ddflow.plan import Node, Plan, Scope
+from ddflow.schema import Schema
+from ddflow.timely import Vertex
+
+__all__ = ["Dataflow", "InputCollection", "LocalRuntime", "Output", "Probe"]
+
+
+class LocalRuntime:
+    """The embedded runtime (the default): Polars batches in this process."""
+
+    name = "local"
+
+    def __init__(self) -> None:
+        self.kernels = LocalKernels()
+
+    def to_polars(self, data: Any) -> Any:
+        return data
+
+
+class Dataflow:
+    """A differential dataflow: build collections from inputs, then feed and run it.
+
+    >>> import ddflow as dd
+    >>> flow = dd.Dataflow()
+    >>> words = flow.input("words", schema={"word": "str"})
+    >>> counts = words.group_by("word").agg(n=dd.count()).output()
+    >>> words.insert(["a", "b", "a"]); flow.advance_to(1); flow.run()
+    >>> counts.snapshot().sort_values("word").to_dict("list")
+    {'word': ['a', 'b'], 'n': [2, 1], 'count': [1, 1]}
+    """
+
+    def __init__(self, runtime: Any = None) -> None:
+        self.runtime = runtime if runtime is not None else LocalRuntime()
+        self.kernels = self.runtime.kernels
+        self.plan = Plan()
+        self.inputs: dict[str, InputCollection] = {}
+        self.outputs: list[Output] = []
+        self.probes: list[Probe] = []
+        self._entered: dict[tuple[int, int], Node] = {}
+        self.worker: Any = None
+        self._epoch = 0
+
+    # ------------------------------------------------------------------ building
+
+    def input(self, name: str, schema: Mapping[str, Any]) -> InputCollection:
+        """A new input collection with the given schema (column name -> type name)."""
+        site = call_site()
+        if name in self.inputs:
+            raise GraphError(f"an input named {name!r} already exists", site=site)
+        sch = Schema(schema)
+        node = self.plan.add("input", (), sch, self.plan.top, {"name": name}, site)
+        handle = InputCollection(self, node, name, self._epoch)
+        self.inputs[name] = handle
+        return handle
+
+    def vertex(self, vertex: Vertex, inputs: Iterable[Collection],
+               outputs: Iterable[Mapping[str, Any] | Schema]) -> tuple[Collection, ...]:
+        """Add a timely vertex (:class:`ddflow.Vertex`) reading ``inputs``; returns one
+        collection per output schema."""
+        from ddflow.collection import _align
+
+        site = call_site()
+        ins = list(inputs)
+        if not ins:
+            raise GraphError("a vertex needs at least one input", site=site)
+        if not isinstance(vertex, Vertex):
+            raise GraphError(f"{vertex!r} is not a ddflow.Vertex", site=site)
+        nodes = _align(ins, site)
+        schemas = [o if isinstance(o, Schema) else Schema(o) for o in outputs]
+        v = self.plan.add("vertex", tuple(nodes), schemas[0], nodes[0].scope,
+                          {"vertex": vertex, "outputs": tuple(schemas)}, site)
+        return tuple(
+            Collection(self, self.plan.add("port", (v,), s, v.scope, {"port": i}, site))
+            for i, s in enumerate(schemas)
+        )
+
+    def _enter(self, node: Node, scope: Scope, site: CallSite | None) -> Node:
+        key = (node.id, scope.id)
+        entered = self._entered.get(key)
+        if entered is None:
+            entered = self.plan.add("enter", (node,), node.schema, scope, {}, site)
+            self._entered[key] = entered
+        return entered
+
+    # ------------------------------------------------------------------ running
+
+    @property
+    def epoch(self) -> int:
+        """The epoch the whole flow was last advanced to."""
+        return self._epoch
+
+    def advance_to(self, epoch: int) -> None:
+        """Advance every open input to ``epoch``: epochs before it are closed."""
+        site = call_site()
+        if epoch < self._epoch:
+            raise TimeError(f"advance_to({epoch}) goes back: the flow is at epoch {self._epoch}", site=site)
+        for h in self.inputs.values():
+            if not h.closed and h.epoch < epoch:
+                h._advance(epoch, site)
+        self._epoch = epoch
+
+    def close(self) -> None:
+        """Close every input: no more updates will come."""
+        for h in self.inputs.values():
+            h.close()
+
+    def _ensure_built(self) -> None:
+        if self.worker is None:
+            self.plan.frozen = True
+            self.worker = build(self)
+
+    def run(self) -> None:
+        """Run until every closed epoch is complete at every output."""
+        self._ensure_built()
+        for h in self.inputs.values():
+            h._flush()
+            h._activate()
+        self.worker.run()
+
+    def step(self) -> bool:
+        """Run one operator activation; returns whether there was work."""
+        self._ensure_built()
+        for h in self.inputs.values():
+            h._flush()
+            h._activate()
+        return bool(self.worker.step())
+
+    def last_epoch(self) -> int:
+        """The latest epoch any input reached (closed inputs included)."""
+        return max([h.epoch for h in self.inputs.values()] or [0])
+
+
+class InputCollection(Collection):
+    """An input: a collection you change with ``insert``/``remove`` and move with
+    ``advance_to``.
+
+    >>> import ddflow as dd
+    >>> flow = dd.Dataflow()
+    >>> edges = flow.input("edges", schema={"src": "int64", "dst": "int64"})
+    >>> edges.insert([(1, 2), (2, 3)]); edges.remove([(1, 2)])
+    >>> edges.advance_to(1); edges.epoch
+    1
+    """
+
+    def __init__(self, flow: Dataflow, node: Node, name: str, epoch: int) -> None:
+        super().__init__(flow, node)
+        self.name = name
+        self._epoch = epoch
+        self.closed = False
+        self._buffer: list[pl.DataFrame] = []
+        self._messages: list[tuple[int, pl.DataFrame]] = []
+        self._op: Any = None
+
+    @property
+    def epoch(self) -> int:
+        """The epoch at which inserted updates take effect."""
+        return self._epoch
+
+    def _check_open(self, site: CallSite | None, what: str) -> None:
+        if self.closed:
+            raise ClosedInputError(f"{what} on input {self.name!r}, which is closed", site=site)
+
+    def insert(self, rows: Iterable[Any]) -> None:
+        """Insert records (tuples in column order, dicts, or scalars for one column)."""
+        site = call_site()
+        self._check_open(site, "insert")
+        self._accept(self._rows(rows, site), 1)
+
+    def remove(self, rows: Iterable[Any]) -> None:
+        """Remove records (one copy of each)."""
+        site = call_site()
+        self._check_open(site, "remove")
+        self._accept(self._rows(rows, site), -1)
+
+    def update(self, rows: Iterable[tuple[Any, ...]]) -> None:
+        """Apply ``(record..., diff)`` tuples: each record's multiplicity changes by ``diff``."""
+        site = call_site()
+        self._check_open(site, "update")
+        rows = list(rows)
+        n = len(self.schema.names)
+        for i, r in enumerate(rows):
+            if not isinstance(r, (tuple, list)) or len(r) != n + 1:
+                raise InputError(
+                    f"update row {i} is {r!r}: expected {n} values and a diff", site=site
+                )
+        diffs = [r[-1] for r in rows]
+        if not all(isinstance(d, int) and not isinstance(d, bool) for d in diffs):
+            raise InputError("update diffs must be integers", site=site)
+        data = self._rows([r[:-1] for r in rows], site)
+        self._buffer.append(data.with_columns(pl.Series(DIFF, diffs, dtype=pl.Int64)))
+
+    def insert_frame(self, frame: Any, diff: str | None = None) -> None:
+        """Insert the rows of a pandas, Polars or Arrow DataFrame (or a Spark DataFrame, which is
+        collected). With ``diff=name``, that column holds each row's change of multiplicity."""
+        site = call_site()
+        self._check_open(site, "insert_frame")
+        frame = _to_local_frame(frame)
+        diffs = None
+        if diff is not None:
+            if diff not in frame.columns:
+                raise InputError(f"insert_frame: no diff column {diff!r}", site=site)
+            diffs = frame.get_column(diff)
+            if not diffs.dtype.is_integer() or diffs.null_count():
+                raise InputError(f"insert_frame: diff column {diff!r} must be non-null integers", site=site)
+            frame = frame.drop(diff)
+        try:
+            data = self.schema.frame_to_frame(frame)
+        except Exception as e:  # re-raise pointing at the user's line
+            raise type(e)(getattr(e, "message", str(e)), site=site) from None
+        if diffs is None:
+            self._accept(data, 1)
+        else:
+            self._buffer.append(data.with_columns(diffs.cast(pl.Int64).alias(DIFF)))
+
+    def remove_frame(self, frame: Any) -> None:
+        """Remove the rows of a DataFrame (one copy each)."""
+        site = call_site()
+        self._check_open(site, "remove_frame")
+        try:
+            data = self.schema.frame_to_frame(_to_local_frame(frame))
+        except Exception as e:
+            raise type(e)(getattr(e, "message", str(e)), site=site) from None
+        self._accept(data, -1)
+
+    def _rows(self, rows: Iterable[Any], site: CallSite | None) -> pl.DataFrame:
+        try:
+            return self.schema.rows_to_frame(rows)
+        except Exception as e:
+            raise type(e)(getattr(e, "message", str(e)), site=site) from None
+
+    def _accept(self, data: pl.DataFrame, diff: int) -> None:
+        if data.height:
+            self._buffer.append(data.with_columns(pl.lit(diff, dtype=pl.Int64).alias(DIFF)))
+
+    def _flush(self) -> None:
+        if not self._buffer:
+            return
+        data = pl.concat(self._buffer) if len(self._buffer) > 1 else self._buffer[0]
+        self._buffer = []
+        batch = data.with_columns(pl.lit(self._epoch, dtype=pl.Int64).alias("__t0")).select(
+            [*self.schema.names, "__t0", DIFF]
+        )
+        self._messages.append((self._epoch, batch))
+
+    def _advance(self, epoch: int, site: CallSite | None) -> None:
+        self._flush()
+        self._epoch = epoch
+        self._activate()
+
+    def advance_to(self, epoch: int) -> None:
+        """Close the epochs before ``epoch`` on this input; later inserts belong to ``epoch``."""
+        site = call_site()
+        self._check_open(site, "advance_to")
+        if not isinstance(epoch, int) or isinstance(epoch, bool):
+            raise TimeError(f"advance_to({epoch!r}): epochs are integers", site=site)
+        if epoch < self._epoch:
+            raise TimeError(
+                f"advance_to({epoch}) on input {self.name!r} goes back: it is at epoch {self._epoch}",
+                site=site,
+            )
+        if epoch > self._epoch:
+            self._advance(epoch, site)
+
+    def close(self) -> None:
+        """No more updates: every epoch of this input is closed."""
+        if self.closed:
+            return
+        self._flush()
+        self.closed = True
+        self._activate()
+
+    def _activate(self) -> None:
+        if self._op is not None and self._op.worker is not None and self._op.worker.tracker is not None:
+            self._op.activate()
+
+    # the InputSource protocol of ddflow.operators.io.InputOp
+    def take_messages(self) -> list[tuple[int, pl.DataFrame]]:
+        out, self._messages = self._messages, []
+        return out
+
+    def current_epoch(self) -> int | None:
+        return None if self.closed else self._epoch
+
+    def earliest_epoch(self) -> int | None:
+        epochs = [e for e, _ in self._messages]
+        if not self.closed:
+            epochs.append(self._epoch)
+        return min(epochs) if epochs else None
+
+
+def _to_local_frame(frame: Any) -> Any:
+    """A Spark DataFrame is collected through Arrow; other frames pass through."""
+    mod = type(frame).__module__
+    if mod.startswith("pyspark"):
+        return pl.from_arrow(frame.toArrow())
+    return frame
+
+
+class Output:
+    """The changes of a collection, kept for reading: ``snapshot``, ``changes``, ``subscribe``.
+
+    Epoch ``e``'s changes become visible once ``e`` is complete here (after ``run()``)."""
+
+    def __init__(self, collection: Collection, site: CallSite | None) -> None:
+        self.collection = collection
+        self.schema = collection.schema
+        flow = collection.flow
+        self.node = flow.plan.add("output", (collection._node,), collection.schema,
+                                  flow.plan.top, {"sink": self}, site)
+        flow.outputs.append(self)
+        self._log: list[tuple[int, pl.DataFrame]] = []
+        self._subscribers: list[Callable[[pd.DataFrame], None]] = []
+        self.complete_through = -1
+        self._snapshot_cache: tuple[int, pl.DataFrame] | None = None
+        #: wall-clock time at which each epoch completed (for latency measurements)
+        self.completed_at: dict[int, float] = {}
+
+    def _on_epoch(self, epoch: int, changes: pl.DataFrame | None) -> None:
+        self.complete_through = epoch
+        self.completed_at[epoch] = _time.perf_counter()
+        if changes is None or changes.height == 0:
+            return
+        self._log.append((epoch, changes))
+        if self._subscribers:
+            df = _changes_frame(changes, self.schema)
+            for cb in self._subscribers:
+                cb(df)
+
+    def subscribe(self, callback: Callable[[pd.DataFrame], None]) -> None:
+        """Call ``callback`` with each completed epoch's non-empty changes (a pandas DataFrame of
+        the columns plus ``time`` and ``diff``)."""
+        self._subscribers.append(callback)
+
+    def changes(self) -> pd.DataFrame:
+        """Every change so far: the columns plus ``time`` (epoch) and ``diff``, consolidated per
+        epoch, in epoch order."""
+        if not self._log:
+            return _changes_frame(self._empty(), self.schema)
+        return _changes_frame(pl.concat([c for _, c in self._log]), self.schema)
+
+    def snapshot(self, epoch: int | None = None) -> pd.DataFrame:
+        """The collection at a complete epoch (default: the last complete one): the columns plus
+        ``count``, one row per record with non-zero multiplicity."""
+        site = call_site()
+        if epoch is None:
+            epoch = self.complete_through
+        elif epoch > self.complete_through:
+            raise TimeError(
+                f"snapshot(epoch={epoch}): that epoch is not complete yet "
+                f"(complete through {self.complete_through}); call run() after advance_to",
+                site=site,
+            )
+        return self.snapshot_polars(epoch).to_pandas()
+
+    def snapshot_polars(self, epoch: int | None = None) -> pl.DataFrame:
+        if epoch is None:
+            epoch = self.complete_through
+        names = list(self.schema.names)
+        parts = [c for e, c in self._log if e <= epoch]
+        if not parts:
+            return self._empty().select(names).with_columns(pl.lit(0, dtype=pl.Int64).alias("count")).clear()
+        acc = (
+            pl.concat(parts)
+            .group_by(names)
+            .agg(pl.col(DIFF).sum().alias("count"))
+            .filter(pl.col("count") != 0)
+            .sort(names)
+        )
+        return acc
+
+    def _empty(self) -> pl.DataFrame:
+        return pl.DataFrame(schema={**dict(self.schema.polars_schema()), "__t0": pl.Int64, DIFF: pl.Int64})
+
+
+def _changes_frame(batch: pl.DataFrame, schema: Schema) -> pd.DataFrame:
+    names = list(schema.names)
+    return (
+        batch.select([*names, pl.col("__t0").alias("time"), pl.col(DIFF).alias("diff")])
+        .sort(["time", *names])
+        .to_pandas()
+    )
+
+
+class Probe:
+    """Watches the progress of a collection: which epochs are complete there."""
+
+    def __init__(self, collection: Collection, site: CallSite | None) -> None:
+        flow = collection.flow
+        self.flow = flow
+        self.node = flow.plan.add("probe", (collection._node,), collection.schema, flow.plan.top,
+                                  {"probe": self}, site)
+        flow.probes.append(self)
+        self.op: Any = None
+
+    @property
+    def frontier(self) -> list[int]:
+        """The epochs that may still change here (empty once everything is complete)."""
+        if self.op is None:
+            return [0]
+        return [t[0] for t in self.op.frontier_now()]
+
+    def done(self, epoch: int) -> bool:
+        """Is ``epoch`` complete here?"""
+        return all(f > epoch for f in self.frontier)

@@ -1,0 +1,93 @@
+"""The errors ddflow raises, and the call sites they point at.
+
+Every error a user can cause is a :class:`DDFlowError`; its message names the mistake and, where
+the mistake was made while building a dataflow, the line of the user's code that made it
+(captured by :func:`call_site` when the collection, expression or operator was created).
+
+>>> try:
+...     raise SchemaError("column 'x' is missing", site=CallSite("job.py", 12, "build"))
+... except DDFlowError as e:
+...     print(e)
+column 'x' is missing (at job.py:12 in build)
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass
+
+__all__ = [
+    "CallSite",
+    "ClosedInputError",
+    "DDFlowError",
+    "ExpressionError",
+    "GraphError",
+    "InputError",
+    "SchemaError",
+    "TimeError",
+    "TimelyError",
+    "call_site",
+]
+
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+
+
+@dataclass(frozen=True)
+class CallSite:
+    """Where in the user's code something was created."""
+
+    filename: str
+    lineno: int
+    function: str
+
+    def __str__(self) -> str:
+        return f"{self.filename}:{self.lineno} in {self.function}"
+
+
+def call_site() -> CallSite | None:
+    """The innermost stack frame outside the ddflow package: the user's line."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        filename = os.path.abspath(frame.f_code.co_filename)
+        if not filename.startswith(_PACKAGE_DIR + os.sep):
+            return CallSite(frame.f_code.co_filename, frame.f_lineno, frame.f_code.co_name)
+        frame = frame.f_back  # type: ignore[assignment]
+    return None
+
+
+class DDFlowError(Exception):
+    """Base class of every error ddflow raises for a user's mistake."""
+
+    def __init__(self, message: str, *, site: CallSite | None = None) -> None:
+        self.message = message
+        self.site = site
+        super().__init__(f"{message} (at {site})" if site is not None else message)
+
+
+class SchemaError(DDFlowError, TypeError):
+    """Data or a schema that does not fit: unknown or missing columns, wrong types, nulls."""
+
+
+class ExpressionError(DDFlowError, TypeError):
+    """A column expression that cannot be compiled against its input's schema."""
+
+
+class InputError(DDFlowError, ValueError):
+    """Misuse of an input handle."""
+
+
+class ClosedInputError(InputError):
+    """Data or progress sent to an input that was closed."""
+
+
+class TimeError(DDFlowError, ValueError):
+    """Times that go backwards: advancing to an earlier epoch, sending before a capability."""
+
+
+class GraphError(DDFlowError, ValueError):
+    """A dataflow that cannot be built: mixing flows or scopes, changing a running graph."""
+
+
+class TimelyError(DDFlowError, RuntimeError):
+    """Misuse of the timely vertex API: sending or notifying at a time earlier than allowed."""

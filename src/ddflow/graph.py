@@ -1,0 +1,1 @@
+"""Graph algorithms written with ddflow's public operators (iterate, join, reduce)."""

@@ -1,0 +1,271 @@
+"""Progress tracking: pointstamps, path summaries and frontiers (naiad-timely-dataflow §2.3).
+
+Every port of every operator is a *location*: an operator's inputs are *targets*, its outputs
+are *sources*. A *pointstamp* ``(location, time)`` is something that may still produce data:
+a message queued at a target (counted when sent, uncounted when consumed), or a capability held by
+an operator at one of its sources. The tracker keeps an *occurrence count* for every pointstamp.
+
+A *path summary* says how a time changes along a path: edges leave times alone; an operator
+summarises each input-output pair (identity for most, ``+1`` in the loop coordinate for a loop's
+feedback, append a coordinate for a loop's ingress, drop it at its egress). Summaries compose
+along paths and are partially ordered; between two locations the tracker keeps the antichain of
+minimal summaries (the *could-result-in* relation).
+
+The invariant the tracker maintains, for every target ``T``::
+
+    frontier(T) = minimal { s(t) : count(L, t) > 0, s in summaries(L -> T) }
+
+so a time is complete at ``T`` exactly when no pointstamp could still result in it. Changes of
+counts are pushed through the precomputed summaries into one :class:`MutableAntichain` per target,
+so the cost of an update is proportional to the targets it reaches, not to the graph.
+
+A worked example: an input (node 0) feeding a loop whose body is node 2, with ingress (node 1),
+feedback (node 3, ``+1`` in the loop coordinate) and egress (node 4).
+
+>>> from ddflow.lattice import EPOCHS
+>>> inner = EPOCHS.extend("product")
+>>> g = ProgressGraph()
+>>> inp = g.add_node([], [EPOCHS])
+>>> ingress = g.add_node([EPOCHS], [inner], {(0, 0): Summary.enter(EPOCHS, "product")})
+>>> body = g.add_node([inner, inner], [inner])
+>>> feedback = g.add_node([inner], [inner], {(0, 0): Summary.increment(inner, 1)})
+>>> egress = g.add_node([inner], [EPOCHS], {(0, 0): Summary.leave(inner)})
+>>> g.add_edge((inp, 0), (ingress, 0)); g.add_edge((ingress, 0), (body, 0))
+>>> g.add_edge((body, 0), (feedback, 0)); g.add_edge((feedback, 0), (body, 1))
+>>> g.add_edge((body, 0), (egress, 0))
+>>> tracker = Tracker(g)
+>>> tracker.update_source(inp, 0, (0,), +1)      # the input holds a capability at epoch 0
+>>> _ = tracker.propagate()
+>>> tracker.frontier(body, 0), tracker.frontier(body, 1), tracker.frontier(egress, 0)
+([(0, 0)], [(0, 1)], [(0, 0)])
+
+A message the body sends to itself at iteration 3 holds back only that iteration onwards:
+
+>>> tracker.update_source(inp, 0, (0,), -1); tracker.update_source(inp, 0, (1,), +1)
+>>> tracker.update_target(feedback, 0, (0, 3), +1)
+>>> _ = tracker.propagate()
+>>> tracker.frontier(body, 1), tracker.frontier(egress, 0)
+([(0, 4), (1, 1)], [(0, 4), (1, 0)])
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ddflow.frontier import MutableAntichain
+from ddflow.lattice import Coordinate, Time, TimeType
+
+__all__ = ["ProgressGraph", "Summary", "Tracker"]
+
+Port = tuple[int, int]  # (node, port)
+
+
+@dataclass(frozen=True)
+class Summary:
+    """A path summary: keep the first ``keep`` integers of a time, add ``adds`` to them, then
+    append ``append``. The result is a time of ``out_type``.
+
+    >>> from ddflow.lattice import EPOCHS
+    >>> inner = EPOCHS.extend("product")
+    >>> s = Summary.enter(EPOCHS, "product").then(Summary.increment(inner, 2))
+    >>> s.apply((5,)), s.then(Summary.leave(inner)).apply((5,))
+    ((5, 2), (5,))
+    """
+
+    keep: int
+    adds: tuple[int, ...]
+    append: tuple[int, ...]
+    out_type: TimeType
+
+    @staticmethod
+    def identity(tt: TimeType) -> Summary:
+        return Summary(tt.width, (0,) * tt.width, (), tt)
+
+    @staticmethod
+    def enter(outer: TimeType, coordinate: Coordinate) -> Summary:
+        """Ingress into a loop: append the least value of the new coordinate."""
+        inner = outer.extend(coordinate)
+        return Summary(outer.width, (0,) * outer.width, (0,) * (inner.width - outer.width), inner)
+
+    @staticmethod
+    def leave(inner: TimeType) -> Summary:
+        """Egress from a loop: drop the loop's coordinate."""
+        outer = TimeType(inner.coordinates[:-1])
+        return Summary(outer.width, (0,) * outer.width, (), outer)
+
+    @staticmethod
+    def increment(tt: TimeType, amount: int = 1) -> Summary:
+        """A loop's feedback: add ``amount`` to the last integer (the innermost iteration)."""
+        adds = (0,) * (tt.width - 1) + (amount,)
+        return Summary(tt.width, adds, (), tt)
+
+    def apply(self, t: Sequence[int]) -> Time:
+        k = self.keep
+        if any(self.adds):
+            head = tuple(t[i] + self.adds[i] for i in range(k))
+        else:
+            head = tuple(t[:k])
+        return head + self.append if self.append else head
+
+    def then(self, other: Summary) -> Summary:
+        """This summary followed by ``other``."""
+        k1, k2 = self.keep, other.keep
+        if k2 <= k1:
+            adds = tuple(self.adds[i] + other.adds[i] for i in range(k2))
+            return Summary(k2, adds, other.append, other.out_type)
+        adds = tuple(self.adds[i] + other.adds[i] for i in range(k1))
+        middle = tuple(self.append[j] + other.adds[k1 + j] for j in range(k2 - k1))
+        return Summary(k1, adds, middle + other.append, other.out_type)
+
+    def less_equal(self, other: Summary) -> bool:
+        """``self(t) <= other(t)`` for every time ``t``."""
+        if self.keep != other.keep:
+            return False
+        return self.out_type.less_equal(self.adds + self.append, other.adds + other.append)
+
+
+class ProgressGraph:
+    """The shape of a dataflow graph as progress tracking sees it: nodes with typed ports,
+    internal summaries from inputs to outputs, and edges from outputs to inputs."""
+
+    def __init__(self) -> None:
+        self.inputs: list[list[TimeType]] = []
+        self.outputs: list[list[TimeType]] = []
+        self.internal: list[dict[tuple[int, int], Summary]] = []
+        self.edges: dict[Port, list[Port]] = {}
+
+    def add_node(
+        self,
+        inputs: Sequence[TimeType],
+        outputs: Sequence[TimeType],
+        internal: dict[tuple[int, int], Summary] | None = None,
+    ) -> int:
+        """Add a node; ``internal`` maps ``(input, output)`` to a summary. By default every input
+        reaches every output unchanged (inputs and outputs then share one time type)."""
+        if internal is None:
+            internal = {}
+            for i, ti in enumerate(inputs):
+                for j, tj in enumerate(outputs):
+                    if ti != tj:
+                        raise ValueError("a node whose ports differ in time type needs summaries")
+                    internal[(i, j)] = Summary.identity(ti)
+        self.inputs.append(list(inputs))
+        self.outputs.append(list(outputs))
+        self.internal.append(dict(internal))
+        return len(self.inputs) - 1
+
+    def add_edge(self, source: Port, target: Port) -> None:
+        if self.outputs[source[0]][source[1]] != self.inputs[target[0]][target[1]]:
+            raise ValueError(f"edge {source} -> {target} joins ports of different time types")
+        self.edges.setdefault(source, []).append(target)
+
+
+class Tracker:
+    """Occurrence counts of pointstamps and the frontier they imply at every target."""
+
+    def __init__(self, graph: ProgressGraph) -> None:
+        self.graph = graph
+        self._targets: list[Port] = [
+            (n, i) for n in range(len(graph.inputs)) for i in range(len(graph.inputs[n]))
+        ]
+        self._target_index = {p: k for k, p in enumerate(self._targets)}
+        self._implied = [MutableAntichain(graph.inputs[n][i]) for n, i in self._targets]
+        self._from_source: dict[Port, list[tuple[int, list[Summary]]]] = {}
+        self._from_target: dict[Port, list[tuple[int, list[Summary]]]] = {}
+        for n in range(len(graph.outputs)):
+            for j, tt in enumerate(graph.outputs[n]):
+                self._from_source[(n, j)] = self._reach(("s", n, j), tt)
+        for n, i in self._targets:
+            self._from_target[(n, i)] = self._reach(("t", n, i), graph.inputs[n][i])
+        self._pending: list[tuple[list[tuple[int, list[Summary]]], Time, int]] = []
+
+    # ----------------------------------------------------------------- reachability
+
+    def _reach(self, start: tuple[str, int, int], tt: TimeType) -> list[tuple[int, list[Summary]]]:
+        """Minimal summaries from ``start`` to every target it can reach (Bellman-Ford over
+        antichains of summaries; cycles terminate because each passes through an increment)."""
+        g = self.graph
+        best: dict[tuple[str, int, int], list[Summary]] = {start: [Summary.identity(tt)]}
+        work = [(start, Summary.identity(tt))]
+        steps = 0
+        while work:
+            steps += 1
+            if steps > 1_000_000:  # pragma: no cover - defended by _check_cycles
+                raise RuntimeError("progress graph has a cycle without an increment")
+            loc, s = work.pop()
+            kind, n, p = loc
+            nxt: list[tuple[tuple[str, int, int], Summary]] = []
+            if kind == "t":
+                for (i, j), inner in g.internal[n].items():
+                    if i == p:
+                        nxt.append((("s", n, j), s.then(inner)))
+            else:
+                for m, q in g.edges.get((n, p), []):
+                    nxt.append((("t", m, q), s))
+            for loc2, s2 in nxt:
+                if loc2 == start and s2.less_equal(Summary.identity(tt)):
+                    raise ValueError(
+                        f"the dataflow has a cycle through node {n} that does not advance "
+                        "time: every cycle must pass through a loop's feedback"
+                    )
+                current = best.setdefault(loc2, [])
+                if any(c.less_equal(s2) for c in current):
+                    continue
+                current[:] = [c for c in current if not s2.less_equal(c)]
+                current.append(s2)
+                work.append((loc2, s2))
+        out: list[tuple[int, list[Summary]]] = []
+        for (kind, n, p), summaries in best.items():
+            if kind == "t":
+                out.append((self._target_index[(n, p)], summaries))
+        return out
+
+    # ----------------------------------------------------------------- updates
+
+    def update_source(self, node: int, port: int, time: Sequence[int], delta: int) -> None:
+        """A capability at an operator output changed count (not visible until propagate)."""
+        if delta:
+            self._pending.append((self._from_source[(node, port)], tuple(time), delta))
+
+    def update_target(self, node: int, port: int, time: Sequence[int], delta: int) -> None:
+        """A message at an operator input changed count (not visible until propagate)."""
+        if delta:
+            self._pending.append((self._from_target[(node, port)], tuple(time), delta))
+
+    def propagate(self) -> set[int]:
+        """Apply pending count changes; return the nodes whose input frontiers changed."""
+        changed: set[int] = set()
+        pending, self._pending = self._pending, []
+        # consolidate per (reach list, time) so that +1/-1 pairs cost nothing downstream
+        acc: dict[tuple[int, Time], list] = {}
+        for reach, t, d in pending:
+            key = (id(reach), t)
+            entry = acc.get(key)
+            if entry is None:
+                acc[key] = [reach, d]
+            else:
+                entry[1] += d
+        per_target: dict[int, list[tuple[Time, int]]] = {}
+        for (_, t), (reach, d) in acc.items():
+            if not d:
+                continue
+            for k, summaries in reach:
+                lst = per_target.setdefault(k, [])
+                for s in summaries:
+                    lst.append((s.apply(t), d))
+        for k, changes in per_target.items():
+            if self._implied[k].update_iter(changes):
+                changed.add(self._targets[k][0])
+        return changed
+
+    def frontier(self, node: int, port: int) -> list[Time]:
+        """The frontier at an operator input: the minimal times that may still arrive there."""
+        return self._implied[self._target_index[(node, port)]].frontier()
+
+    def implied(self, node: int, port: int) -> MutableAntichain:
+        return self._implied[self._target_index[(node, port)]]
+
+    def all_complete(self) -> bool:
+        """No pointstamp is left anywhere."""
+        return all(m.is_empty() for m in self._implied)

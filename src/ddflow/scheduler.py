@@ -1,0 +1,130 @@
+"""The scheduler: the only thing that drives execution.
+
+A :class:`Worker` owns the operators of one dataflow, the message queues on their edges and the
+progress :class:`~ddflow.progress.Tracker`. It repeatedly activates the operator with pending
+work that comes first in the plan's topological order, then takes that operator's consumed
+messages off the books and propagates the pointstamp changes, activating every operator whose
+input frontier moved. Invariants:
+
+* a message is counted at its target from the moment it is sent until the operator that pulled it
+  returns from ``schedule`` (so an operator may send at the times of messages it is handling);
+* ``run()`` returns only when no operator has queued messages or pending activations, at which
+  point every frontier reflects exactly the capabilities still held (by inputs, and by operators
+  with work for times not yet complete).
+"""
+
+from __future__ import annotations
+
+import heapq
+import time as _time
+from collections.abc import Callable
+from typing import Any
+
+from ddflow.lattice import Time
+from ddflow.progress import ProgressGraph, Tracker
+from ddflow.timely import Operator
+
+__all__ = ["Worker"]
+
+
+class Worker:
+    """Runs the operators of one dataflow to quiescence."""
+
+    def __init__(self) -> None:
+        self.operators: list[Operator] = []
+        self.graph = ProgressGraph()
+        self.edges: dict[tuple[int, int], list[tuple[int, int]]] = {}
+        self.queues: list[list[list[tuple[Time, Any]]]] = []
+        self._consumed: list[tuple[int, int, Time]] = []
+        self._active: list[int] = []
+        self._is_active: list[bool] = []
+        self.tracker: Tracker | Any = None
+        self.steps = 0
+        self.step_seconds: dict[int, float] = {}
+        self.profile = False
+        self.on_step: Callable[[Operator], None] | None = None
+
+    # ------------------------------------------------------------------ building
+
+    def add(self, op: Operator) -> int:
+        if self.tracker is not None:
+            raise RuntimeError("cannot add operators to a running worker")
+        op.index = len(self.operators)
+        op.worker = self
+        self.operators.append(op)
+        self.graph.add_node(op.input_types, op.output_types, op.summaries)
+        self.queues.append([[] for _ in op.input_types])
+        self._is_active.append(False)
+        return op.index
+
+    def connect(self, source: Operator, port: int, target: Operator, target_port: int) -> None:
+        self.graph.add_edge((source.index, port), (target.index, target_port))
+        self.edges.setdefault((source.index, port), []).append((target.index, target_port))
+
+    def start(self) -> None:
+        """Freeze the graph and start progress tracking."""
+        self.tracker = Tracker(self.graph)
+        for op in self.operators:
+            op.on_start()
+        for n in self.tracker.propagate():
+            self.activate(n)
+        for op in self.operators:
+            self.activate(op.index)
+
+    # ------------------------------------------------------------------ messages
+
+    def send(self, source: int, port: int, time: Time, batch: Any) -> None:
+        for target, tport in self.edges.get((source, port), ()):
+            self.queues[target][tport].append((time, batch))
+            self.tracker.update_target(target, tport, time, 1)
+            self.activate(target)
+
+    def pull(self, op: int, port: int) -> list[tuple[Time, Any]]:
+        q = self.queues[op][port]
+        if not q:
+            return []
+        self.queues[op][port] = []
+        for t, _ in q:
+            self._consumed.append((op, port, t))
+        return q
+
+    def activate(self, op: int) -> None:
+        if not self._is_active[op]:
+            self._is_active[op] = True
+            heapq.heappush(self._active, op)
+
+    # ------------------------------------------------------------------ running
+
+    def step(self) -> bool:
+        """Run one operator; return whether there was one to run."""
+        if not self._active:
+            return False
+        index = heapq.heappop(self._active)
+        self._is_active[index] = False
+        op = self.operators[index]
+        if self.profile:
+            t0 = _time.perf_counter()
+            op.schedule()
+            self.step_seconds[index] = self.step_seconds.get(index, 0.0) + _time.perf_counter() - t0
+        else:
+            op.schedule()
+        self.steps += 1
+        if self._consumed:
+            for o, p, t in self._consumed:
+                self.tracker.update_target(o, p, t, -1)
+            self._consumed.clear()
+        for n in self.tracker.propagate():
+            self.activate(n)
+        if self.on_step is not None:
+            self.on_step(op)
+        return True
+
+    def run(self) -> None:
+        """Run until no operator has work left."""
+        if self.tracker is None:
+            self.start()
+        while self._active:
+            self.step()
+
+    def idle(self) -> bool:
+        return not self._active

@@ -1,0 +1,148 @@
+"""Arrangements: indexed, consolidated, compacting traces of updates.
+
+A trace is the whole history of a collection, ``(data, time, diff)`` updates indexed by key, kept
+as a *spine*: a list of arranged batches (sorted by key code), oldest and largest first. A new
+batch is appended; while the older neighbour is at most twice its size the two are merged, so a
+spine of ``n`` updates has ``O(log n)`` batches and each update is merged ``O(log n)`` times.
+
+*Logical compaction.* Each reader of a trace holds a :class:`TraceHandle` and says from which
+frontier on it will read (``set_since``); the trace's ``since`` is the lower envelope of its
+handles' frontiers. Accumulations at times in advance of ``since`` are all any reader can ask
+for, so a merge advances every time to ``since`` (:meth:`TimeType.advance_by`) and consolidates.
+Invariant: for every time ``u`` in advance of ``since``, the accumulation at ``u`` of the trace
+equals that of the updates inserted. The size of a trace is therefore bounded by the live data
+(distinct ``(data, time)`` pairs after advancing), not by the length of its history.
+
+*Lookups.* ``lookup(codes)`` gathers the updates of a few keys from every batch by binary search,
+in time proportional to the keys and ``log n``, never a scan.
+
+The spine itself is runtime-agnostic: batches are opaque to it and every bulk operation goes
+through the runtime's kernels (``arrange``, ``merge``, ``lookup``, ``height``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+from ddflow.lattice import Time, TimeType
+
+__all__ = ["Spine", "TraceHandle"]
+
+
+class BatchKernels(Protocol):
+    def merge(self, batches: Sequence[Any], tt: TimeType, since: Sequence[Time],
+              sums: Sequence[str]) -> Any: ...
+    def lookup(self, batch: Any, codes: Any) -> Any: ...
+    def concat(self, batches: Sequence[Any]) -> Any: ...
+
+
+class Spine:
+    """A trace of arranged batches with geometric merging and compaction."""
+
+    def __init__(self, kernels: BatchKernels, time_type: TimeType, keys: Sequence[str],
+                 empty: Any, sums: Sequence[str] = ("__diff",), merge_factor: int = 2) -> None:
+        self.kernels = kernels
+        self.time_type = time_type
+        self.keys = list(keys)
+        self.batches: list[Any] = []
+        self.sizes: list[int] = []
+        self.since: list[Time] = [time_type.minimum()]
+        self.handles: list[TraceHandle] = []
+        self.empty = empty
+        self.sums = tuple(sums)
+        self.merge_factor = merge_factor
+        #: updates merged so far (a measure of the work compaction did)
+        self.merged_records = 0
+
+    # ------------------------------------------------------------------ readers
+
+    def handle(self) -> TraceHandle:
+        """A new reader; it holds the trace's ``since`` back until it advances its own."""
+        h = TraceHandle(self, list(self.since))
+        self.handles.append(h)
+        return h
+
+    def _recompute_since(self) -> None:
+        tt = self.time_type
+        lower: list[Time] = []
+        for h in self.handles:
+            for t in h.since:
+                if not any(tt.less_equal(x, t) for x in lower):
+                    lower = [x for x in lower if not tt.less_equal(t, x)]
+                    lower.append(t)
+        self.since = sorted(lower)
+
+    # ------------------------------------------------------------------ writing
+
+    def insert(self, batch: Any, height: int) -> None:
+        """Append an arranged batch and restore the geometric invariant by merging."""
+        if height == 0:
+            return
+        self.batches.append(batch)
+        self.sizes.append(height)
+        while len(self.sizes) >= 2 and self.sizes[-2] <= self.merge_factor * self.sizes[-1]:
+            self._merge_last_two()
+
+    def _merge_last_two(self) -> None:
+        b, a = self.batches.pop(), self.batches.pop()
+        sb, sa = self.sizes.pop(), self.sizes.pop()
+        merged = self.kernels.merge([a, b], self.time_type, self.since, self.sums)
+        self.merged_records += sa + sb
+        h = len(merged)
+        if h:
+            self.batches.append(merged)
+            self.sizes.append(h)
+
+    def compact(self) -> None:
+        """Merge every batch into one, advancing all times to ``since``."""
+        if not self.batches:
+            return
+        merged = self.kernels.merge(self.batches, self.time_type, self.since, self.sums)
+        self.merged_records += sum(self.sizes)
+        self.batches, self.sizes = ([merged], [len(merged)]) if len(merged) else ([], [])
+
+    # ------------------------------------------------------------------ reading
+
+    def lookup(self, codes: Any) -> Any:
+        """The updates of the keys with the given (sorted, unique) codes, from every batch."""
+        if not self.batches:
+            return self.empty
+        parts = [self.kernels.lookup(b, codes) for b in self.batches]
+        parts = [p for p in parts if len(p)]
+        if not parts:
+            return self.empty
+        return self.kernels.concat(parts)
+
+    def contents(self) -> Any:
+        """Every update of the trace (for tests and debugging)."""
+        if not self.batches:
+            return self.empty
+        return self.kernels.concat(self.batches)
+
+    def __len__(self) -> int:
+        """The number of updates the trace holds."""
+        return sum(self.sizes)
+
+
+class TraceHandle:
+    """A reader's hold on a trace: the frontier from which it will read."""
+
+    def __init__(self, spine: Spine, since: list[Time]) -> None:
+        self.spine = spine
+        self.since = since
+        self.active = True
+
+    def set_since(self, frontier: Sequence[Time]) -> None:
+        """Promise to read only at times in advance of ``frontier`` from now on."""
+        frontier = sorted(tuple(t) for t in frontier)
+        if frontier != self.since:
+            self.since = frontier
+            self.spine._recompute_since()
+
+    def release(self) -> None:
+        """This reader is done: it no longer holds compaction back."""
+        if self.active:
+            self.active = False
+            self.spine.handles.remove(self)
+            self.spine._recompute_since()
