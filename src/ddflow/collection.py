@@ -465,7 +465,12 @@ def _named_exprs(exprs: Sequence[Expr | str], named: Mapping[str, Any],
         if not isinstance(e, (Expr, str)):
             raise ExpressionError(f"{e!r} is not a column expression or column name", site=site)
     items = named_exprs([*exprs, *named_exprs(dict(named))])
-    return [(e.output_name or "", e) for e in items]
+    return [(_name_of(e), e) for e in items]
+
+
+def _name_of(e: Expr) -> str:
+    name = e.output_name
+    return str(name() if callable(name) else name)
 
 
 def _output_schema(items: Sequence[tuple[str, Expr]], schema: Schema, site: CallSite | None) -> Schema:

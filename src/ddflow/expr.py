@@ -3,7 +3,8 @@
 An :class:`Expr` is a node ``(kind, args, params)``: ``args`` are the child expressions and
 ``params`` the plain Python values the node needs. Every node remembers the user's line that
 created it (``site``), so a mistake found at build time points at that line. The kinds are few,
-so that each runtime compiles the same tree with one visitor (:class:`ExprVisitor`):
+so that each runtime compiles the same tree with one
+:class:`~ddflow.expr_compile.ExprVisitor`:
 
 ============  ===============================  ===========================================
 kind          params                           args
@@ -16,37 +17,30 @@ kind          params                           args
 ``alias``     ``(name,)``                      ``(operand,)``
 ``cast``      ``(DType,)``                     ``(operand,)``
 ``when``      ``(has_otherwise,)``             ``(cond1, value1, ..., [otherwise])``
-``function``  ``(name, *extra)``               the inputs (see :data:`FUNCTIONS`)
+``function``  ``(name, *extra)``               the inputs (see ``FUNCTIONS``)
 ============  ===============================  ===========================================
 
-Rules that callers and users can rely on:
+Rules that callers and users can rely on (typing and nullability: :mod:`ddflow.expr_compile`):
 
 * **Names.** ``col("x")`` is named ``x``; ``e.alias(n)`` is named ``n``; a ``when`` takes the
   name of its first value (a ``then`` or ``otherwise``) that has one; every other expression
   takes the name of its first (leftmost) input that has one, so ``1 + col("x")`` is named ``x``.
   An expression with no name (``lit(1)``, ``lit(1) + lit(2)``) must be given one with
-  ``.alias`` (or a ``{name: expr}`` dict) before it can be a column: :func:`output_schema`
-  raises :class:`~ddflow.errors.ExpressionError` otherwise.
-* **Types.** Operand families are checked by ddflow (``+`` needs numbers, ``&`` needs bools,
-  ``==`` needs comparable operands, ``.str`` needs strings); bool is not a number. The exact
-  result type is the Polars result type, which must be a ddflow type. A Python ``int`` or
-  ``float`` combined with an expression takes that expression's type (``col("i32") + 1`` is
-  ``int32``); combined with nothing it is ``int64`` / ``float64``. ``/`` and ``**`` always give
-  floats; ``.str.len()`` gives ``int64``, ``.dt.year()`` ``int32`` and ``.hash()`` ``int64``.
-* **Nulls.** A result is nullable iff an input it reads is nullable, or the operation can make
-  a null by itself: ``cast`` (a value that does not convert becomes null, except widening
-  casts that always succeed), ``//`` and ``%`` on integers (division by zero), and ``when``
-  without ``otherwise``. ``fill_null(v)`` is nullable iff ``v`` is; ``is_null`` never is;
-  ``least``, ``greatest`` and ``coalesce`` skip nulls, so they are nullable iff all inputs
-  are. NaN is a float value, not a null.
+  ``.alias`` (or a ``{name: expr}`` dict) before it can be a column: :func:`named_exprs` and
+  :func:`output_schema` raise :class:`~ddflow.errors.ExpressionError` otherwise.
+* **Literals.** Python scalars combined with expressions become literals (``col("x") + 1``);
+  ``col("x") == None`` is an error (it would be null, never true): use ``.is_null()``.
+* **Truth.** ``bool(expr)`` is an error, so ``a < b < c``, ``and``, ``or`` and ``not`` on
+  expressions fail loudly: use ``(a < b) & (b < c)``, ``&``, ``|`` and ``~``.
 * **Rounding.** ``round`` rounds half away from zero (as SQL and Spark do, unlike Python's
-  ``round``); ``floor`` and ``ceil`` keep the input type.
+  ``round``).
 
+>>> import polars as pl
 >>> from ddflow.schema import Schema
 >>> s = Schema({"x": "int64", "name": "str?"})
 >>> e = (col("x") * 2 + 1).alias("y")
 >>> e, sorted(expr_columns(e))
-((((col("x") * 2) + 1)).alias("y"), ['x'])
+(((col("x") * 2) + 1).alias("y"), ['x'])
 >>> output_schema([e, col("name").str.upper()], s)
 Schema({'y': 'int64', 'name': 'str?'})
 >>> pl.DataFrame({"x": [1, 2], "name": ["a", None]}).select(compile_polars(e, s))["y"].to_list()
@@ -56,16 +50,14 @@ Schema({'y': 'int64', 'name': 'str?'})
 from __future__ import annotations
 
 import datetime as _dt
-import difflib
 import json
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, Generic, NoReturn, TypeVar
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import Any, NoReturn
 
 import numpy as np
-import polars as pl
 
 from ddflow.errors import CallSite, ExpressionError, SchemaError, call_site
+from ddflow.expr_compile import FUNCTIONS, ExprVisitor, compile_polars, output_types
 from ddflow.schema import DType, Schema, TypeSpec
 
 __all__ = [
@@ -87,40 +79,7 @@ __all__ = [
     "when",
 ]
 
-_ARITHMETIC = ("+", "-", "*", "/", "//", "%", "**")
-_COMPARISON = ("==", "!=", "<", "<=", ">", ">=")
-_LOGICAL = ("&", "|", "^")
-
-#: The functions of ``function`` nodes: name -> the kinds of input they take.
-FUNCTIONS: dict[str, str] = {
-    "is_null": "any",
-    "is_not_null": "any",
-    "fill_null": "any",
-    "is_in": "any",
-    "hash": "any",
-    "round": "numeric",
-    "floor": "numeric",
-    "ceil": "numeric",
-    "sqrt": "numeric",
-    "log": "numeric",
-    "log1p": "numeric",
-    "exp": "numeric",
-    "clip": "numeric",
-    "str.lower": "str",
-    "str.upper": "str",
-    "str.len": "str",
-    "str.contains": "str",
-    "str.starts_with": "str",
-    "str.ends_with": "str",
-    "dt.year": "temporal",
-    "least": "any",
-    "greatest": "any",
-    "coalesce": "any",
-    "concat_str": "any",
-}
 _HORIZONTAL = ("least", "greatest", "coalesce", "concat_str")
-_FLOAT_RESULT = ("sqrt", "log", "log1p", "exp")
-
 Scalar = None | bool | int | float | str | _dt.date | _dt.datetime
 IntoExpr = Any  # an Expr or a Python scalar, which becomes a literal
 
@@ -134,11 +93,11 @@ def _python_scalar(value: Any, site: CallSite | None) -> Scalar:
     if isinstance(value, np.generic):
         value = value.item()
     if value is None or isinstance(value, (bool, int, float, str, _dt.date)):
-        if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 63:
+        if isinstance(value, int) and not isinstance(value, bool) and not -(2**63) <= value < 2**63:
             _fail(f"integer literal {value} does not fit in int64", site)
         if isinstance(value, _dt.datetime) and value.tzinfo is not None:
             _fail(f"datetime literal {value!r} has a time zone; ddflow datetimes are naive", site)
-        return value  # type: ignore[no-any-return]
+        return value
     _fail(
         f"cannot use a {type(value).__name__} ({value!r}) in an expression; expected an "
         "expression (col(...)), or a None, bool, int, float, str, date or datetime",
@@ -152,6 +111,14 @@ def _into(value: IntoExpr, site: CallSite | None) -> Expr:
     return Expr("lit", (), (_python_scalar(value, site), None), site)
 
 
+def _operator(op: str, reflected: bool = False) -> Callable[[Expr, IntoExpr], Expr]:
+    def method(self: Expr, other: IntoExpr) -> Expr:
+        return self._binary(op, other, reflected)
+
+    method.__name__ = f"operator {op}"
+    return method
+
+
 class Expr:
     """A column expression: an immutable tree built with :func:`col`, :func:`lit` and operators.
 
@@ -161,7 +128,7 @@ class Expr:
     >>> e = (col("a") + 1 > col("b")) & ~col("flag")
     >>> e
     (((col("a") + 1) > col("b")) & (~col("flag")))
-    >>> e.kind, e.params, e.output_name
+    >>> e.kind, e.params, e.output_name()
     ('binary', ('&',), 'a')
     """
 
@@ -197,83 +164,20 @@ class Expr:
         args = (right, self) if reflected else (self, right)
         return Expr("binary", args, (op,), site)
 
-    def __add__(self, other: IntoExpr) -> Expr:
-        return self._binary("+", other)
-
-    def __radd__(self, other: IntoExpr) -> Expr:
-        return self._binary("+", other, reflected=True)
-
-    def __sub__(self, other: IntoExpr) -> Expr:
-        return self._binary("-", other)
-
-    def __rsub__(self, other: IntoExpr) -> Expr:
-        return self._binary("-", other, reflected=True)
-
-    def __mul__(self, other: IntoExpr) -> Expr:
-        return self._binary("*", other)
-
-    def __rmul__(self, other: IntoExpr) -> Expr:
-        return self._binary("*", other, reflected=True)
-
-    def __truediv__(self, other: IntoExpr) -> Expr:
-        return self._binary("/", other)
-
-    def __rtruediv__(self, other: IntoExpr) -> Expr:
-        return self._binary("/", other, reflected=True)
-
-    def __floordiv__(self, other: IntoExpr) -> Expr:
-        return self._binary("//", other)
-
-    def __rfloordiv__(self, other: IntoExpr) -> Expr:
-        return self._binary("//", other, reflected=True)
-
-    def __mod__(self, other: IntoExpr) -> Expr:
-        return self._binary("%", other)
-
-    def __rmod__(self, other: IntoExpr) -> Expr:
-        return self._binary("%", other, reflected=True)
-
-    def __pow__(self, other: IntoExpr) -> Expr:
-        return self._binary("**", other)
-
-    def __rpow__(self, other: IntoExpr) -> Expr:
-        return self._binary("**", other, reflected=True)
-
-    def __eq__(self, other: IntoExpr) -> Expr:  # type: ignore[override]
-        return self._binary("==", other)
-
-    def __ne__(self, other: IntoExpr) -> Expr:  # type: ignore[override]
-        return self._binary("!=", other)
-
-    def __lt__(self, other: IntoExpr) -> Expr:
-        return self._binary("<", other)
-
-    def __le__(self, other: IntoExpr) -> Expr:
-        return self._binary("<=", other)
-
-    def __gt__(self, other: IntoExpr) -> Expr:
-        return self._binary(">", other)
-
-    def __ge__(self, other: IntoExpr) -> Expr:
-        return self._binary(">=", other)
-
-    def __and__(self, other: IntoExpr) -> Expr:
-        return self._binary("&", other)
-
-    def __rand__(self, other: IntoExpr) -> Expr:
-        return self._binary("&", other, reflected=True)
-
-    def __or__(self, other: IntoExpr) -> Expr:
-        return self._binary("|", other)
-
-    def __ror__(self, other: IntoExpr) -> Expr:
-        return self._binary("|", other, reflected=True)
-
-    def __xor__(self, other: IntoExpr) -> Expr:
-        return self._binary("^", other)
-
-    def __rxor__(self, other: IntoExpr) -> Expr:
-        return self._binary("^", other, reflected=True)
+    __add__, __radd__ = _operator("+"), _operator("+", reflected=True)
+    __sub__, __rsub__ = _operator("-"), _operator("-", reflected=True)
+    __mul__, __rmul__ = _operator("*"), _operator("*", reflected=True)
+    __truediv__, __rtruediv__ = _operator("/"), _operator("/", reflected=True)
+    __floordiv__, __rfloordiv__ = _operator("//"), _operator("//", reflected=True)
+    __mod__, __rmod__ = _operator("%"), _operator("%", reflected=True)
+    __pow__, __rpow__ = _operator("**"), _operator("**", reflected=True)
+    __eq__ = _operator("==")  # type: ignore[assignment]
+    __ne__ = _operator("!=")  # type: ignore[assignment]
+    __lt__, __le__ = _operator("<"), _operator("<=")
+    __gt__, __ge__ = _operator(">"), _operator(">=")
+    __and__, __rand__ = _operator("&"), _operator("&", reflected=True)
+    __or__, __ror__ = _operator("|"), _operator("|", reflected=True)
+    __xor__, __rxor__ = _operator("^"), _operator("^", reflected=True)
 
     def __neg__(self) -> Expr:
         return Expr("unary", (self,), ("-",), call_site())
@@ -311,7 +215,7 @@ class Expr:
     def alias(self, name: str) -> Expr:
         """The same values under another name.
 
-        >>> (col("x") + 1).alias("y").output_name
+        >>> (col("x") + 1).alias("y").output_name()
         'y'
         """
         site = call_site()
@@ -457,31 +361,12 @@ class Expr:
             _fail(f"hash needs a non-negative int seed, got {seed!r}", site)
         return Expr("function", (self,), ("hash", seed), site)
 
-    @property
-    def str(self) -> _StrNamespace:
-        """String functions: ``lower``, ``upper``, ``len``, ``contains``, ``starts_with``, ...
-
-        >>> col("name").str.lower()
-        col("name").str.lower()
-        """
-        return _StrNamespace(self)
-
-    @property
-    def dt(self) -> _DtNamespace:
-        """Date and datetime functions: ``year``.
-
-        >>> col("day").dt.year()
-        col("day").dt.year()
-        """
-        return _DtNamespace(self)
-
     # Inspection -------------------------------------------------------------------------------
 
-    @property
     def output_name(self) -> str | None:
         """The name of the column this expression makes, or None when it needs an alias.
 
-        >>> (1 + col("x")).output_name, lit(1).output_name
+        >>> (1 + col("x")).output_name(), lit(1).output_name()
         ('x', None)
         """
         if self.kind in ("col", "alias"):
@@ -489,7 +374,7 @@ class Expr:
         inputs = self.args
         if self.kind == "when":
             inputs = self.args[1::2] + (self.args[-1:] if self.params[0] else ())
-        return next((n for n in (a.output_name for a in inputs) if n is not None), None)
+        return next((n for n in (a.output_name() for a in inputs) if n is not None), None)
 
     def equals(self, other: Expr) -> bool:
         """Whether two expressions are the same tree (call sites are ignored).
@@ -513,6 +398,26 @@ class Expr:
 
     def __repr__(self) -> str:
         return _render(self, bare_literal=False)
+
+    # Namespaces last: inside the class body, ``str`` names this property from here on.
+
+    @property
+    def str(self) -> _StrNamespace:
+        """String functions: ``lower``, ``upper``, ``len``, ``contains``, ``starts_with``, ...
+
+        >>> col("name").str.lower()
+        col("name").str.lower()
+        """
+        return _StrNamespace(self)
+
+    @property
+    def dt(self) -> _DtNamespace:
+        """Date and datetime functions: ``year``.
+
+        >>> col("day").dt.year()
+        col("day").dt.year()
+        """
+        return _DtNamespace(self)
 
 
 def _key(e: Expr) -> tuple[Any, ...]:
@@ -735,7 +640,7 @@ class _Then(Expr):
 def when(condition: IntoExpr) -> When:
     """Start a conditional: ``when(c1).then(v1).when(c2).then(v2).otherwise(v)``.
 
-    >>> when(col("x") < 0).then(-col("x")).otherwise(col("x")).output_name
+    >>> when(col("x") < 0).then(-col("x")).otherwise(col("x")).output_name()
     'x'
     """
     return When((), _into(condition, call_site()))
@@ -769,7 +674,7 @@ def greatest(*exprs: IntoExpr) -> Expr:
 def coalesce(*exprs: IntoExpr) -> Expr:
     """The first value in each row that is not null.
 
-    >>> coalesce(col("a"), col("b"), 0).output_name
+    >>> coalesce(col("a"), col("b"), 0).output_name()
     'a'
     """
     return _horizontal("coalesce", exprs)
@@ -793,404 +698,6 @@ def expr_columns(expr: Expr) -> set[str]:
     ['a', 'b']
     """
     return {e.params[0] for e in expr.walk() if e.kind == "col"}
-
-
-# Visitors ---------------------------------------------------------------------------------------
-
-T = TypeVar("T")
-
-
-class ExprVisitor(Generic[T]):
-    """Dispatches on the node kind: ``visit(e)`` calls ``visit_<kind>(e)``, memoized per node.
-
-    Runtimes compile expressions by subclassing it; so does the type checker.
-
-    >>> class Depth(ExprVisitor[int]):
-    ...     def generic(self, e: Expr) -> int:
-    ...         return 1 + max((self.visit(a) for a in e.args), default=0)
-    ...     visit_col = visit_lit = visit_binary = visit_unary = generic
-    >>> Depth().visit(-(col("x") + 1))
-    3
-    """
-
-    def __init__(self) -> None:
-        self._memo: dict[int, tuple[Expr, T]] = {}
-
-    def visit(self, e: Expr) -> T:
-        """The result for ``e``, computed once per node object."""
-        hit = self._memo.get(id(e))
-        if hit is not None and hit[0] is e:
-            return hit[1]
-        method: Callable[[Expr], T] | None = getattr(self, f"visit_{e.kind}", None)
-        if method is None:
-            raise NotImplementedError(f"{type(self).__name__} cannot handle {e.kind} nodes")
-        result = method(e)
-        self._memo[id(e)] = (e, result)
-        return result
-
-
-@dataclass(frozen=True)
-class _Info:
-    """What ddflow knows of a node without data: its type family and whether it can be null."""
-
-    kind: str  # int, float, bool, str, date, datetime, or null (an untyped None literal)
-    nullable: bool
-
-    @property
-    def numeric(self) -> bool:
-        return self.kind in ("int", "float", "null")
-
-
-_PYTHON_KIND = {bool: "bool", int: "int", float: "float", str: "str", _dt.date: "date"}
-
-
-def _literal_kind(value: Any, dtype: DType | None) -> str:
-    if dtype is not None:
-        return dtype.kind
-    if value is None:
-        return "null"
-    if isinstance(value, _dt.datetime):
-        return "datetime"
-    return _PYTHON_KIND[type(value)]
-
-
-def _unify(infos: Sequence[_Info]) -> str | None:
-    """The family of values from several inputs, or None if they do not mix."""
-    kinds = {i.kind for i in infos} - {"null"}
-    if not kinds:
-        return "null"
-    if len(kinds) == 1:
-        return kinds.pop()
-    return "float" if kinds <= {"int", "float"} else None
-
-
-class _Checker(ExprVisitor[_Info]):
-    """Checks columns and operand types against a schema; infers families and nullability."""
-
-    def __init__(self, schema: Schema) -> None:
-        super().__init__()
-        self.schema = schema
-
-    def _describe(self, e: Expr) -> str:
-        info = self.visit(e)
-        if e.kind == "col":
-            return f"{e!r} is {self.schema[e.params[0]]}"
-        return f"{_render(e, True)} is {info.kind}"
-
-    def visit_col(self, e: Expr) -> _Info:
-        name = e.params[0]
-        if name not in self.schema:
-            close = difflib.get_close_matches(name, self.schema.names, n=1)
-            hint = f"; did you mean {close[0]!r}?" if close else ""
-            _fail(
-                f"unknown column {name!r} in {e!r}; available columns: "
-                f"{', '.join(self.schema.names)}{hint}",
-                e.site,
-            )
-        dtype = self.schema[name]
-        return _Info(dtype.kind, dtype.nullable)
-
-    def visit_lit(self, e: Expr) -> _Info:
-        value, dtype = e.params
-        return _Info(_literal_kind(value, dtype), value is None)
-
-    def visit_binary(self, e: Expr) -> _Info:
-        op = e.params[0]
-        left, right = (self.visit(a) for a in e.args)
-        nullable = left.nullable or right.nullable
-        if op in _ARITHMETIC:
-            if not (left.numeric and right.numeric):
-                self._mismatch(e, f"'{op}' needs numbers")
-            if op in ("/", "**"):
-                return _Info("float", nullable)
-            kind = _unify([left, right]) or "float"
-            # Integer // and % by zero give null.
-            return _Info(kind, nullable or (op in ("//", "%") and kind in ("int", "null")))
-        if op in _COMPARISON:
-            if _unify([left, right]) is None:
-                self._mismatch(e, f"'{op}' needs operands of comparable types")
-            return _Info("bool", nullable)
-        if {left.kind, right.kind} - {"bool", "null"}:
-            self._mismatch(e, f"'{op}' needs bools (conditions)")
-        return _Info("bool", nullable)
-
-    def _mismatch(self, e: Expr, need: str) -> NoReturn:
-        what = " and ".join(self._describe(a) for a in e.args)
-        _fail(f"cannot compute {e!r}: {need}, but {what}", e.site)
-
-    def visit_unary(self, e: Expr) -> _Info:
-        info = self.visit(e.args[0])
-        if e.params[0] == "~" and info.kind not in ("bool", "null"):
-            self._mismatch(e, "'~' needs a bool (a condition)")
-        if e.params[0] != "~" and not info.numeric:
-            self._mismatch(e, f"'{e.params[0]}' needs a number")
-        return info
-
-    def visit_alias(self, e: Expr) -> _Info:
-        return self.visit(e.args[0])
-
-    def visit_cast(self, e: Expr) -> _Info:
-        source, target = self.visit(e.args[0]).kind, e.params[0]
-        temporal = ("date", "datetime")
-        if (source in temporal) != (target.kind in temporal) and "str" not in (source, target.kind):
-            if source != "null":
-                self._mismatch(e, f"cannot cast {source} to {target.name}")
-        # A cast that can meet a value it cannot convert (a string that is not a number, NaN or
-        # an overflowing number into an integer) makes a null there.
-        may_fail = (
-            (source == "str" and target.kind != "str")
-            or (source == "float" and target.kind == "int")
-            or (source == "int" and target.name == "int32")
-        )
-        return _Info(target.kind, target.nullable or self.visit(e.args[0]).nullable or may_fail)
-
-    def visit_when(self, e: Expr) -> _Info:
-        conditions, values = e.args[0::2], list(e.args[1::2])
-        if e.params[0]:
-            conditions, values = e.args[0:-1:2], [*e.args[1:-1:2], e.args[-1]]
-        for c in conditions:
-            if self.visit(c).kind not in ("bool", "null"):
-                _fail(f"when needs a condition (a bool), but {self._describe(c)}", c.site)
-        infos = [self.visit(v) for v in values]
-        kind = _unify(infos)
-        if kind is None:
-            shown = ", ".join(self._describe(v) for v in values)
-            _fail(f"the values of {e!r} do not mix: {shown}", e.site)
-        return _Info(kind, not e.params[0] or any(i.nullable for i in infos))
-
-    def visit_function(self, e: Expr) -> _Info:
-        name = e.params[0]
-        infos = [self.visit(a) for a in e.args]
-        first = infos[0]
-        needs = FUNCTIONS[name]
-        if needs == "numeric" and not all(i.numeric for i in infos):
-            self._mismatch(e, f"{name} needs numbers")
-        if needs == "str" and first.kind not in ("str", "null"):
-            self._mismatch(e, f"{name} needs a str")
-        if needs == "temporal" and first.kind not in ("date", "datetime", "null"):
-            self._mismatch(e, f"{name} needs a date or datetime")
-        if name in ("is_null", "is_not_null"):
-            return _Info("bool", False)
-        if name == "is_in":
-            values = [_Info(_literal_kind(v, None), False) for v in e.params[1]]
-            if _unify([first, *values]) is None:
-                self._mismatch(e, f"is_in needs values comparable with {first.kind}")
-            return _Info("bool", first.nullable)
-        if name == "hash":
-            return _Info("int", False)
-        if name in ("str.len", "dt.year"):
-            return _Info("int", first.nullable)
-        if name.startswith("str."):
-            return _Info(
-                "bool" if name not in ("str.lower", "str.upper") else "str", first.nullable
-            )
-        if name == "concat_str":
-            return _Info("str", any(i.nullable for i in infos))
-        kind = _unify(infos)
-        if kind is None:
-            self._mismatch(e, f"{name} needs inputs of one type")
-        if name == "fill_null":
-            return _Info(kind, infos[1].nullable)
-        if name in ("least", "greatest", "coalesce"):
-            return _Info(kind, all(i.nullable for i in infos))
-        if name in _FLOAT_RESULT:
-            return _Info("float", first.nullable)
-        return _Info(kind, any(i.nullable for i in infos))
-
-
-# Polars compilation -----------------------------------------------------------------------------
-
-_POLARS_BINARY: dict[str, Callable[[pl.Expr, pl.Expr], pl.Expr]] = {
-    "+": lambda a, b: a + b,
-    "-": lambda a, b: a - b,
-    "*": lambda a, b: a * b,
-    "/": lambda a, b: a / b,
-    "//": lambda a, b: a // b,
-    "%": lambda a, b: a % b,
-    "**": lambda a, b: a**b,
-    "==": lambda a, b: a == b,
-    "!=": lambda a, b: a != b,
-    "<": lambda a, b: a < b,
-    "<=": lambda a, b: a <= b,
-    ">": lambda a, b: a > b,
-    ">=": lambda a, b: a >= b,
-    "&": lambda a, b: a & b,
-    "|": lambda a, b: a | b,
-    "^": lambda a, b: a ^ b,
-}
-_POLARS_UNARY: dict[str, Callable[[pl.Expr], pl.Expr]] = {
-    "is_null": lambda x: x.is_null(),
-    "is_not_null": lambda x: x.is_not_null(),
-    "floor": lambda x: x.floor(),
-    "ceil": lambda x: x.ceil(),
-    "sqrt": lambda x: x.sqrt(),
-    "log": lambda x: x.log(),
-    "log1p": lambda x: x.log1p(),
-    "exp": lambda x: x.exp(),
-    "str.lower": lambda x: x.str.to_lowercase(),
-    "str.upper": lambda x: x.str.to_uppercase(),
-    "str.len": lambda x: x.str.len_chars().cast(pl.Int64),
-    "dt.year": lambda x: x.dt.year(),
-}
-_TYPED_LITERAL: dict[str, pl.DataType] = {
-    "int": pl.Int64(),
-    "float": pl.Float64(),
-    "bool": pl.Boolean(),
-    "str": pl.String(),
-    "date": pl.Date(),
-    "datetime": pl.Datetime("us"),
-}
-
-
-def _typed_groups(e: Expr) -> tuple[tuple[Expr, ...], bool]:
-    """The inputs whose types combine into the node's type, and whether it is their type.
-
-    A numeric literal in such a group takes the type of the group's other inputs (Polars'
-    "dynamic" literals); it is also dynamic when the whole node is, which is how
-    ``col("i32") + (lit(1) + 2)`` stays int32.
-    """
-    if e.kind == "binary":
-        return (e.args, e.params[0] in _ARITHMETIC) if e.params[0] not in _LOGICAL else ((), False)
-    if e.kind in ("unary", "alias"):
-        return e.args, True
-    if e.kind == "when":
-        values = e.args[1::2] + (e.args[-1:] if e.params[0] and len(e.args) % 2 else ())
-        return values, True
-    if e.kind == "function":
-        name = e.params[0]
-        if name in ("fill_null", "clip", "round", "floor", "ceil", "least", "greatest", "coalesce"):
-            return e.args, True
-        if name in _FLOAT_RESULT:
-            return e.args, False
-    return (), False
-
-
-def _dynamic_literals(root: Expr) -> set[int]:
-    """The ids of the literal nodes that Polars should type from their context."""
-    dynamic: set[int] = set()
-    stack = [(root, False)]
-    while stack:
-        node, inherited = stack.pop()
-        if node.kind == "lit":
-            if inherited and node.params[1] is None:
-                dynamic.add(id(node))
-            continue
-        group, passes = _typed_groups(node)
-        reads = {id(a): bool(expr_columns(a)) for a in group}
-        for a in node.args:
-            if id(a) in reads:
-                others = any(r for k, r in reads.items() if k != id(a))
-                stack.append((a, (passes and inherited) or others))
-            else:
-                stack.append((a, False))
-    return dynamic
-
-
-class _PolarsCompiler(ExprVisitor[pl.Expr]):
-    """Compiles a checked expression into one Polars expression."""
-
-    def __init__(self, checker: _Checker, root: Expr) -> None:
-        super().__init__()
-        self.checker = checker
-        self.dynamic = _dynamic_literals(root)
-
-    def visit_col(self, e: Expr) -> pl.Expr:
-        return pl.col(e.params[0])
-
-    def visit_lit(self, e: Expr) -> pl.Expr:
-        value, dtype = e.params
-        if id(e) in self.dynamic or (value is None and dtype is None):
-            return pl.lit(value)
-        polars_dtype = dtype.polars if dtype else _TYPED_LITERAL[_literal_kind(value, None)]
-        return pl.lit(value, dtype=polars_dtype)
-
-    def visit_binary(self, e: Expr) -> pl.Expr:
-        left, right = (self.visit(a) for a in e.args)
-        if e.params[0] == "**" and self.checker.visit(e.args[0]).kind != "float":
-            # Integer powers overflow or fail on negative exponents; Spark's pow is a double too.
-            left = left.cast(pl.Float64)
-        return _POLARS_BINARY[e.params[0]](left, right)
-
-    def visit_unary(self, e: Expr) -> pl.Expr:
-        inner = self.visit(e.args[0])
-        return {"-": lambda: -inner, "~": lambda: ~inner, "abs": inner.abs}[e.params[0]]()
-
-    def visit_alias(self, e: Expr) -> pl.Expr:
-        return self.visit(e.args[0]).alias(e.params[0])
-
-    def visit_cast(self, e: Expr) -> pl.Expr:
-        return self.visit(e.args[0]).cast(e.params[0].polars, strict=False)
-
-    def visit_when(self, e: Expr) -> pl.Expr:
-        args = [self.visit(a) for a in e.args]
-        chain: Any = pl
-        for condition, value in zip(args[0::2], args[1::2], strict=False):
-            chain = chain.when(condition).then(value)
-        return chain.otherwise(args[-1]) if e.params[0] else chain  # type: ignore[no-any-return]
-
-    def visit_function(self, e: Expr) -> pl.Expr:
-        name, extra = e.params[0], e.params[1:]
-        args = [self.visit(a) for a in e.args]
-        x = args[0]
-        if name in _POLARS_UNARY:
-            return _POLARS_UNARY[name](x)
-        if name == "fill_null":
-            return x.fill_null(args[1])
-        if name == "round":
-            return x.round(extra[0], mode="half_away_from_zero")
-        if name == "clip":
-            bounds = iter(args[1:])
-            lower, upper = (next(bounds) if has else None for has in extra)
-            return x.clip(lower, upper)
-        if name == "hash":
-            return x.hash(extra[0]).reinterpret(signed=True)
-        if name == "is_in":
-            return self._is_in(e, x, extra[0])
-        if name == "str.contains":
-            return x.str.contains(extra[0], literal=True)
-        if name == "str.starts_with":
-            return x.str.starts_with(extra[0])
-        if name == "str.ends_with":
-            return x.str.ends_with(extra[0])
-        if name == "least":
-            return pl.min_horizontal(*args)
-        if name == "greatest":
-            return pl.max_horizontal(*args)
-        if name == "coalesce":
-            return pl.coalesce(*args)
-        if name == "concat_str":
-            kinds = [self.checker.visit(a).kind for a in e.args]
-            strings = [
-                a if k == "str" else a.cast(pl.String) for a, k in zip(args, kinds, strict=True)
-            ]
-            return pl.concat_str(strings, separator=extra[0])
-        raise NotImplementedError(name)
-
-    def _is_in(self, e: Expr, x: pl.Expr, values: tuple[Any, ...]) -> pl.Expr:
-        # Both sides are widened to one type, so int32 columns match Python ints and an int
-        # column matches 2.0, without depending on Polars' list-type coercions.
-        kinds = [self.checker.visit(e.args[0]).kind, *(_literal_kind(v, None) for v in values)]
-        kind = _unify([_Info(k, False) for k in kinds]) or "null"
-        dtype = _TYPED_LITERAL.get(kind, pl.Null())
-        return x.cast(dtype).is_in(pl.Series(values, dtype=dtype).implode())
-
-
-def compile_polars(expr: Expr, schema: Schema) -> pl.Expr:
-    """Check ``expr`` against ``schema`` and compile it to a Polars expression.
-
-    The result is aliased to :attr:`Expr.output_name` when the expression has one.
-
-    >>> s = Schema({"x": "int32"})
-    >>> pl.DataFrame({"x": [1, 2]}, schema=s.polars_schema()).select(
-    ...     compile_polars(10 - col("x"), s)
-    ... ).to_dict(as_series=False)
-    {'x': [9, 8]}
-    """
-    checker = _Checker(schema)
-    checker.visit(expr)
-    compiled = _PolarsCompiler(checker, expr).visit(expr)
-    name = expr.output_name
-    return compiled if name is None or expr.kind == "alias" else compiled.alias(name)
 
 
 def named_exprs(
@@ -1217,7 +724,7 @@ def named_exprs(
         items = [col(e) if isinstance(e, str) else _into(e, site) for e in exprs]
     seen: dict[str, Expr] = {}
     for e in items:
-        name = e.output_name
+        name = e.output_name()
         if name is None:
             _fail(f"{e!r} reads no column, so it has no name: give it one with .alias(...)", e.site)
         if name.startswith("__"):
@@ -1233,48 +740,6 @@ def named_exprs(
     return tuple(items)
 
 
-def _output_types(exprs: Sequence[Expr], names: Sequence[str], schema: Schema) -> list[DType]:
-    checker = _Checker(schema)
-    infos = [checker.visit(e) for e in exprs]
-    compiled = [
-        _PolarsCompiler(checker, e).visit(e).alias(n) for e, n in zip(exprs, names, strict=True)
-    ]
-    try:
-        polars_schema = (
-            pl.LazyFrame(schema=schema.polars_schema()).select(compiled).collect_schema()
-        )
-    except pl.exceptions.PolarsError as error:
-        message = str(error).splitlines()[0]
-        culprit = next((e for e in exprs if _fails_alone(e, checker, schema)), exprs[0])
-        _fail(f"cannot compute {culprit!r}: {message}", culprit.site)
-    result = []
-    for e, name, info in zip(exprs, names, infos, strict=True):
-        dtype = polars_schema[name]
-        if dtype == pl.Null():
-            _fail(
-                f'{e!r} is always null and has no type: give it one, e.g. lit(None, dtype="int64")',
-                e.site,
-            )
-        try:
-            result.append(DType.from_polars(dtype, info.nullable))
-        except SchemaError:
-            _fail(
-                f"{e!r} makes Polars type {dtype}, which ddflow does not support; add .cast(...)",
-                e.site,
-            )
-    return result
-
-
-def _fails_alone(e: Expr, checker: _Checker, schema: Schema) -> bool:
-    try:
-        pl.LazyFrame(schema=schema.polars_schema()).select(
-            _PolarsCompiler(checker, e).visit(e)
-        ).collect_schema()
-    except pl.exceptions.PolarsError:
-        return True
-    return False
-
-
 def output_dtype(expr: Expr, schema: Schema) -> DType:
     """The ddflow type of the values ``expr`` makes from data of ``schema``, without data.
 
@@ -1284,7 +749,7 @@ def output_dtype(expr: Expr, schema: Schema) -> DType:
     >>> output_dtype(col("f").fill_null(0), s)
     DType('float64')
     """
-    return _output_types([expr], ["value"], schema)[0]
+    return output_types([expr], ["value"], schema)[0]
 
 
 def output_schema(
@@ -1297,5 +762,5 @@ def output_schema(
     Schema({'n': 'int64?', 'a2': 'int64'})
     """
     named = named_exprs(exprs)
-    names = [e.output_name or "" for e in named]
-    return Schema(zip(names, _output_types(named, names, schema), strict=True))
+    names = [e.output_name() or "" for e in named]
+    return Schema(zip(names, output_types(named, names, schema), strict=True))

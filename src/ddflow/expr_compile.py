@@ -1,0 +1,541 @@
+"""Checking expression trees against a schema, and compiling them to Polars.
+
+The trees of :mod:`ddflow.expr` are seen here only through ``kind``, ``args`` and ``params``;
+each runtime compiles them with an :class:`ExprVisitor` (a later Spark compiler is one more
+visitor beside :class:`_PolarsCompiler`). Checking is runtime-independent: the checker infers,
+for every node, a type *family* (``int``, ``float``, ``bool``, ``str``, ``date``, ``datetime``)
+and whether it can be null, and rejects operands of the wrong family at build time, pointing at
+the user's line that built the node. The exact result type is then Polars' (so that the local
+runtime can never disagree with it) and must be a ddflow type.
+
+Typing rules:
+
+* ``+ - * / // % **`` need numbers (bool is not a number); ``/`` and ``**`` give floats.
+  ``== != < <= > >=`` need two numbers or two values of one family. ``& | ^ ~`` need bools.
+* A Python ``int`` or ``float`` combined with an expression takes that expression's type
+  (``col("i32") + 1`` is ``int32``, ``col("f32") * 2.5`` is ``float32``); a literal combined with
+  nothing (``lit(1).alias("one")``, ``when(c).then(1).otherwise(2)``) is ``int64``/``float64``.
+* ``.str.len()`` is ``int64``, ``.dt.year()`` ``int32``, ``.hash()`` ``int64``; ``sqrt``,
+  ``log``, ``log1p`` and ``exp`` give floats; ``round``, ``floor``, ``ceil``, ``abs`` and
+  ``clip`` keep the input type.
+
+Nullability rules (a result is nullable iff it can hold a null for some valid input):
+
+* an operation is nullable iff one of its inputs is, except: ``is_null``/``is_not_null`` and
+  ``hash`` never are; ``fill_null(v)`` is iff ``v`` is; ``least``, ``greatest`` and
+  ``coalesce`` skip nulls, so they are iff all inputs are;
+* some operations make nulls of their own: ``//`` and ``%`` on integers (division by zero),
+  ``when`` without ``otherwise``, and ``cast`` from ``str`` to anything else, from a float to an
+  integer, or from an integer to ``int32`` (values that do not convert become null);
+* NaN is a float value, not a null.
+
+>>> from ddflow.expr import col
+>>> s = Schema({"x": "int64", "name": "str?"})
+>>> output_types([col("x") // 2, col("name").str.len(), col("x").cast("str")], ["a", "b", "c"], s)
+[DType('int64?'), DType('int64?'), DType('str')]
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import difflib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Generic, NoReturn, TypeVar
+
+import polars as pl
+
+from ddflow.errors import CallSite, ExpressionError, SchemaError
+from ddflow.schema import DType, Schema
+
+if TYPE_CHECKING:
+    from ddflow.expr import Expr
+
+__all__ = ["FUNCTIONS", "ExprVisitor", "compile_polars", "output_types"]
+
+ARITHMETIC = ("+", "-", "*", "/", "//", "%", "**")
+COMPARISON = ("==", "!=", "<", "<=", ">", ">=")
+LOGICAL = ("&", "|", "^")
+
+#: The functions of ``function`` nodes: name -> the family of input they take.
+FUNCTIONS: dict[str, str] = {
+    "is_null": "any",
+    "is_not_null": "any",
+    "fill_null": "any",
+    "is_in": "any",
+    "hash": "any",
+    "round": "numeric",
+    "floor": "numeric",
+    "ceil": "numeric",
+    "sqrt": "numeric",
+    "log": "numeric",
+    "log1p": "numeric",
+    "exp": "numeric",
+    "clip": "numeric",
+    "str.lower": "str",
+    "str.upper": "str",
+    "str.len": "str",
+    "str.contains": "str",
+    "str.starts_with": "str",
+    "str.ends_with": "str",
+    "dt.year": "temporal",
+    "least": "any",
+    "greatest": "any",
+    "coalesce": "any",
+    "concat_str": "any",
+}
+_FLOAT_RESULT = ("sqrt", "log", "log1p", "exp")
+
+
+def _fail(message: str, site: CallSite | None) -> NoReturn:
+    raise ExpressionError(message, site=site)
+
+
+T = TypeVar("T")
+
+
+class ExprVisitor(Generic[T]):
+    """Dispatches on the node kind: ``visit(e)`` calls ``visit_<kind>(e)``, memoized per node.
+
+    Runtimes compile expressions by subclassing it; so does the type checker.
+
+    >>> from ddflow.expr import col
+    >>> class Depth(ExprVisitor[int]):
+    ...     def generic(self, e: Expr) -> int:
+    ...         return 1 + max((self.visit(a) for a in e.args), default=0)
+    ...     visit_col = visit_lit = visit_binary = visit_unary = generic
+    >>> Depth().visit(-(col("x") + 1))
+    3
+    """
+
+    def __init__(self) -> None:
+        self._memo: dict[int, tuple[Expr, T]] = {}
+
+    def visit(self, e: Expr) -> T:
+        """The result for ``e``, computed once per node object."""
+        hit = self._memo.get(id(e))
+        if hit is not None and hit[0] is e:
+            return hit[1]
+        method: Callable[[Expr], T] | None = getattr(self, f"visit_{e.kind}", None)
+        if method is None:
+            raise NotImplementedError(f"{type(self).__name__} cannot handle {e.kind} nodes")
+        result = method(e)
+        self._memo[id(e)] = (e, result)
+        return result
+
+
+@dataclass(frozen=True)
+class _Info:
+    """What ddflow knows of a node without data: its type family and whether it can be null."""
+
+    kind: str  # int, float, bool, str, date, datetime, or null (an untyped None literal)
+    nullable: bool
+
+    @property
+    def numeric(self) -> bool:
+        return self.kind in ("int", "float", "null")
+
+
+_PYTHON_KIND = {bool: "bool", int: "int", float: "float", str: "str", _dt.date: "date"}
+
+
+def _literal_kind(value: Any, dtype: DType | None) -> str:
+    if dtype is not None:
+        return dtype.kind
+    if value is None:
+        return "null"
+    if isinstance(value, _dt.datetime):
+        return "datetime"
+    return _PYTHON_KIND[type(value)]
+
+
+def _unify(infos: Sequence[_Info]) -> str | None:
+    """The family of values from several inputs, or None if they do not mix."""
+    kinds = {i.kind for i in infos} - {"null"}
+    if not kinds:
+        return "null"
+    if len(kinds) == 1:
+        return kinds.pop()
+    return "float" if kinds <= {"int", "float"} else None
+
+
+class _Checker(ExprVisitor[_Info]):
+    """Checks columns and operand types against a schema; infers families and nullability."""
+
+    def __init__(self, schema: Schema) -> None:
+        super().__init__()
+        self.schema = schema
+
+    def _describe(self, e: Expr) -> str:
+        info = self.visit(e)
+        if e.kind == "col":
+            return f"{e!r} is {self.schema[e.params[0]]}"
+        return f"{e!r} is {info.kind}"
+
+    def visit_col(self, e: Expr) -> _Info:
+        name = e.params[0]
+        if name not in self.schema:
+            close = difflib.get_close_matches(name, self.schema.names, n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            _fail(
+                f"unknown column {name!r} in {e!r}; available columns: "
+                f"{', '.join(self.schema.names)}{hint}",
+                e.site,
+            )
+        dtype = self.schema[name]
+        return _Info(dtype.kind, dtype.nullable)
+
+    def visit_lit(self, e: Expr) -> _Info:
+        value, dtype = e.params
+        return _Info(_literal_kind(value, dtype), value is None)
+
+    def visit_binary(self, e: Expr) -> _Info:
+        op = e.params[0]
+        left, right = (self.visit(a) for a in e.args)
+        nullable = left.nullable or right.nullable
+        if op in ARITHMETIC:
+            if not (left.numeric and right.numeric):
+                self._mismatch(e, f"'{op}' needs numbers")
+            if op in ("/", "**"):
+                return _Info("float", nullable)
+            kind = _unify([left, right]) or "float"
+            # Integer // and % by zero give null.
+            return _Info(kind, nullable or (op in ("//", "%") and kind in ("int", "null")))
+        if op in COMPARISON:
+            if _unify([left, right]) is None:
+                self._mismatch(e, f"'{op}' needs operands of comparable types")
+            return _Info("bool", nullable)
+        if {left.kind, right.kind} - {"bool", "null"}:
+            self._mismatch(e, f"'{op}' needs bools (conditions)")
+        return _Info("bool", nullable)
+
+    def _mismatch(self, e: Expr, need: str) -> NoReturn:
+        what = " and ".join(self._describe(a) for a in e.args)
+        _fail(f"cannot compute {e!r}: {need}, but {what}", e.site)
+
+    def visit_unary(self, e: Expr) -> _Info:
+        info = self.visit(e.args[0])
+        if e.params[0] == "~" and info.kind not in ("bool", "null"):
+            self._mismatch(e, "'~' needs a bool (a condition)")
+        if e.params[0] != "~" and not info.numeric:
+            self._mismatch(e, f"'{e.params[0]}' needs a number")
+        return info
+
+    def visit_alias(self, e: Expr) -> _Info:
+        return self.visit(e.args[0])
+
+    def visit_cast(self, e: Expr) -> _Info:
+        source, target = self.visit(e.args[0]).kind, e.params[0]
+        temporal = ("date", "datetime")
+        crosses = (source in temporal) != (target.kind in temporal)
+        if crosses and source != "null" and "str" not in (source, target.kind):
+            self._mismatch(e, f"cannot cast {source} to {target.name}")
+        # A cast that can meet a value it cannot convert (a string that is not a number, NaN or
+        # an overflowing number into an integer) makes a null there.
+        may_fail = (
+            (source == "str" and target.kind != "str")
+            or (source == "float" and target.kind == "int")
+            or (source == "int" and target.name == "int32")
+        )
+        return _Info(target.kind, target.nullable or self.visit(e.args[0]).nullable or may_fail)
+
+    def visit_when(self, e: Expr) -> _Info:
+        conditions, values = e.args[0::2], list(e.args[1::2])
+        if e.params[0]:
+            conditions, values = e.args[0:-1:2], [*e.args[1:-1:2], e.args[-1]]
+        for c in conditions:
+            if self.visit(c).kind not in ("bool", "null"):
+                _fail(f"when needs a condition (a bool), but {self._describe(c)}", c.site)
+        infos = [self.visit(v) for v in values]
+        kind = _unify(infos)
+        if kind is None:
+            shown = ", ".join(self._describe(v) for v in values)
+            _fail(f"the values of {e!r} do not mix: {shown}", e.site)
+        return _Info(kind, not e.params[0] or any(i.nullable for i in infos))
+
+    def visit_function(self, e: Expr) -> _Info:
+        name = e.params[0]
+        infos = [self.visit(a) for a in e.args]
+        first = infos[0]
+        needs = FUNCTIONS[name]
+        if needs == "numeric" and not all(i.numeric for i in infos):
+            self._mismatch(e, f"{name} needs numbers")
+        if needs == "str" and first.kind not in ("str", "null"):
+            self._mismatch(e, f"{name} needs a str")
+        if needs == "temporal" and first.kind not in ("date", "datetime", "null"):
+            self._mismatch(e, f"{name} needs a date or datetime")
+        if name in ("is_null", "is_not_null"):
+            return _Info("bool", False)
+        if name == "is_in":
+            values = [_Info(_literal_kind(v, None), False) for v in e.params[1]]
+            if _unify([first, *values]) is None:
+                self._mismatch(e, f"is_in needs values comparable with {first.kind}")
+            return _Info("bool", first.nullable)
+        if name == "hash":
+            return _Info("int", False)
+        if name in ("str.len", "dt.year"):
+            return _Info("int", first.nullable)
+        if name.startswith("str."):
+            return _Info(
+                "bool" if name not in ("str.lower", "str.upper") else "str", first.nullable
+            )
+        if name == "concat_str":
+            return _Info("str", any(i.nullable for i in infos))
+        kind = _unify(infos)
+        if kind is None:
+            self._mismatch(e, f"{name} needs inputs of one type")
+        if name == "fill_null":
+            return _Info(kind, infos[1].nullable)
+        if name in ("least", "greatest", "coalesce"):
+            return _Info(kind, all(i.nullable for i in infos))
+        if name in _FLOAT_RESULT:
+            return _Info("float", first.nullable)
+        return _Info(kind, any(i.nullable for i in infos))
+
+
+# Polars compilation -----------------------------------------------------------------------------
+
+_POLARS_BINARY: dict[str, Callable[[pl.Expr, pl.Expr], pl.Expr]] = {
+    "+": lambda a, b: a + b,
+    "-": lambda a, b: a - b,
+    "*": lambda a, b: a * b,
+    "/": lambda a, b: a / b,
+    "//": lambda a, b: a // b,
+    "%": lambda a, b: a % b,
+    "**": lambda a, b: a**b,
+    "==": lambda a, b: a == b,
+    "!=": lambda a, b: a != b,
+    "<": lambda a, b: a < b,
+    "<=": lambda a, b: a <= b,
+    ">": lambda a, b: a > b,
+    ">=": lambda a, b: a >= b,
+    "&": lambda a, b: a & b,
+    "|": lambda a, b: a | b,
+    "^": lambda a, b: a ^ b,
+}
+_POLARS_UNARY: dict[str, Callable[[pl.Expr], pl.Expr]] = {
+    "is_null": lambda x: x.is_null(),
+    "is_not_null": lambda x: x.is_not_null(),
+    "floor": lambda x: x.floor(),
+    "ceil": lambda x: x.ceil(),
+    "sqrt": lambda x: x.sqrt(),
+    "log": lambda x: x.log(),
+    "log1p": lambda x: x.log1p(),
+    "exp": lambda x: x.exp(),
+    "str.lower": lambda x: x.str.to_lowercase(),
+    "str.upper": lambda x: x.str.to_uppercase(),
+    "str.len": lambda x: x.str.len_chars().cast(pl.Int64),
+    "dt.year": lambda x: x.dt.year(),
+}
+_TYPED_LITERAL: dict[str, pl.DataType] = {
+    "int": pl.Int64(),
+    "float": pl.Float64(),
+    "bool": pl.Boolean(),
+    "str": pl.String(),
+    "date": pl.Date(),
+    "datetime": pl.Datetime("us"),
+}
+
+
+def _typed_groups(e: Expr) -> tuple[tuple[Expr, ...], bool]:
+    """The inputs whose types combine into the node's type, and whether it is their type.
+
+    A numeric literal in such a group takes the type of the group's other inputs (Polars'
+    "dynamic" literals); it is also dynamic when the whole node is, which is how
+    ``col("i32") + (lit(1) + 2)`` stays int32.
+    """
+    if e.kind == "binary":
+        return (e.args, e.params[0] in ARITHMETIC) if e.params[0] not in LOGICAL else ((), False)
+    if e.kind in ("unary", "alias"):
+        return e.args, True
+    if e.kind == "when":
+        values = e.args[1::2] + (e.args[-1:] if e.params[0] and len(e.args) % 2 else ())
+        return values, True
+    if e.kind == "function":
+        name = e.params[0]
+        if name in ("fill_null", "clip", "round", "floor", "ceil", "least", "greatest", "coalesce"):
+            return e.args, True
+        if name in _FLOAT_RESULT:
+            return e.args, False
+    return (), False
+
+
+def _dynamic_literals(root: Expr) -> set[int]:
+    """The ids of the literal nodes that Polars should type from their context."""
+    dynamic: set[int] = set()
+    stack = [(root, False)]
+    while stack:
+        node, inherited = stack.pop()
+        if node.kind == "lit":
+            if inherited and node.params[1] is None:
+                dynamic.add(id(node))
+            continue
+        group, passes = _typed_groups(node)
+        reads = {id(a): any(n.kind == "col" for n in a.walk()) for a in group}
+        for a in node.args:
+            if id(a) in reads:
+                others = any(r for k, r in reads.items() if k != id(a))
+                stack.append((a, (passes and inherited) or others))
+            else:
+                stack.append((a, False))
+    return dynamic
+
+
+class _PolarsCompiler(ExprVisitor[pl.Expr]):
+    """Compiles a checked expression into one Polars expression."""
+
+    def __init__(self, checker: _Checker, root: Expr) -> None:
+        super().__init__()
+        self.checker = checker
+        self.dynamic = _dynamic_literals(root)
+
+    def visit_col(self, e: Expr) -> pl.Expr:
+        return pl.col(e.params[0])
+
+    def visit_lit(self, e: Expr) -> pl.Expr:
+        value, dtype = e.params
+        if id(e) in self.dynamic or (value is None and dtype is None):
+            return pl.lit(value)
+        polars_dtype = dtype.polars if dtype else _TYPED_LITERAL[_literal_kind(value, None)]
+        return pl.lit(value, dtype=polars_dtype)
+
+    def visit_binary(self, e: Expr) -> pl.Expr:
+        left, right = (self.visit(a) for a in e.args)
+        if e.params[0] == "**" and self.checker.visit(e.args[0]).kind != "float":
+            # Integer powers overflow or fail on negative exponents; Spark's pow is a double too.
+            left = left.cast(pl.Float64)
+        return _POLARS_BINARY[e.params[0]](left, right)
+
+    def visit_unary(self, e: Expr) -> pl.Expr:
+        inner = self.visit(e.args[0])
+        return {"-": lambda: -inner, "~": lambda: ~inner, "abs": inner.abs}[e.params[0]]()
+
+    def visit_alias(self, e: Expr) -> pl.Expr:
+        return self.visit(e.args[0]).alias(e.params[0])
+
+    def visit_cast(self, e: Expr) -> pl.Expr:
+        return self.visit(e.args[0]).cast(e.params[0].polars, strict=False)
+
+    def visit_when(self, e: Expr) -> pl.Expr:
+        args = [self.visit(a) for a in e.args]
+        chain: Any = pl
+        for condition, value in zip(args[0::2], args[1::2], strict=False):
+            chain = chain.when(condition).then(value)
+        return chain.otherwise(args[-1]) if e.params[0] else chain  # type: ignore[no-any-return]
+
+    def visit_function(self, e: Expr) -> pl.Expr:
+        name, extra = e.params[0], e.params[1:]
+        args = [self.visit(a) for a in e.args]
+        x = args[0]
+        if name in _POLARS_UNARY:
+            return _POLARS_UNARY[name](x)
+        if name == "fill_null":
+            return x.fill_null(args[1])
+        if name == "round":
+            return x.round(extra[0], mode="half_away_from_zero")
+        if name == "clip":
+            bounds = iter(args[1:])
+            lower, upper = (next(bounds) if has else None for has in extra)
+            return x.clip(lower, upper)
+        if name == "hash":
+            return x.hash(extra[0]).reinterpret(signed=True)
+        if name == "is_in":
+            return self._is_in(e, x, extra[0])
+        if name == "str.contains":
+            return x.str.contains(extra[0], literal=True)
+        if name == "str.starts_with":
+            return x.str.starts_with(extra[0])
+        if name == "str.ends_with":
+            return x.str.ends_with(extra[0])
+        if name == "least":
+            return pl.min_horizontal(*args)
+        if name == "greatest":
+            return pl.max_horizontal(*args)
+        if name == "coalesce":
+            return pl.coalesce(*args)
+        if name == "concat_str":
+            kinds = [self.checker.visit(a).kind for a in e.args]
+            strings = [
+                a if k == "str" else a.cast(pl.String) for a, k in zip(args, kinds, strict=True)
+            ]
+            return pl.concat_str(strings, separator=extra[0])
+        raise NotImplementedError(name)
+
+    def _is_in(self, e: Expr, x: pl.Expr, values: tuple[Any, ...]) -> pl.Expr:
+        # Both sides are widened to one type, so int32 columns match Python ints and an int
+        # column matches 2.0, without depending on Polars' list-type coercions.
+        kinds = [self.checker.visit(e.args[0]).kind, *(_literal_kind(v, None) for v in values)]
+        kind = _unify([_Info(k, False) for k in kinds]) or "null"
+        dtype = _TYPED_LITERAL.get(kind, pl.Null())
+        return x.cast(dtype).is_in(pl.Series(values, dtype=dtype).implode())
+
+
+def compile_polars(expr: Expr, schema: Schema) -> pl.Expr:
+    """Check ``expr`` against ``schema`` and compile it to a Polars expression.
+
+    The result is aliased to :meth:`~ddflow.expr.Expr.output_name` when the expression has one.
+
+    >>> from ddflow.expr import col
+    >>> s = Schema({"x": "int32"})
+    >>> pl.DataFrame({"x": [1, 2]}, schema=s.polars_schema()).select(
+    ...     compile_polars(10 - col("x"), s)
+    ... ).to_dict(as_series=False)
+    {'x': [9, 8]}
+    """
+    checker = _Checker(schema)
+    checker.visit(expr)
+    compiled = _PolarsCompiler(checker, expr).visit(expr)
+    name = expr.output_name()
+    return compiled if name is None or expr.kind == "alias" else compiled.alias(name)
+
+
+def output_types(exprs: Sequence[Expr], names: Sequence[str], schema: Schema) -> list[DType]:
+    """Check expressions against ``schema`` and infer the types of the columns they make.
+
+    ``names`` are the output names (see :func:`ddflow.expr.named_exprs`); one Polars schema
+    resolution serves all the expressions.
+
+    >>> from ddflow.expr import col
+    >>> s = Schema({"x": "int32", "f": "float64?"})
+    >>> output_types([col("x") * 2, col("f") > col("x")], ["a", "b"], s)
+    [DType('int32'), DType('bool?')]
+    """
+    checker = _Checker(schema)
+    infos = [checker.visit(e) for e in exprs]
+    compiled = [
+        _PolarsCompiler(checker, e).visit(e).alias(n) for e, n in zip(exprs, names, strict=True)
+    ]
+    try:
+        polars_schema = (
+            pl.LazyFrame(schema=schema.polars_schema()).select(compiled).collect_schema()
+        )
+    except pl.exceptions.PolarsError as error:
+        message = str(error).splitlines()[0]
+        culprit = next((e for e in exprs if _fails_alone(e, checker, schema)), exprs[0])
+        _fail(f"cannot compute {culprit!r}: {message}", culprit.site)
+    result = []
+    for e, name, info in zip(exprs, names, infos, strict=True):
+        dtype = polars_schema[name]
+        if dtype == pl.Null():
+            _fail(
+                f'{e!r} is always null and has no type: give it one, e.g. lit(None, dtype="int64")',
+                e.site,
+            )
+        try:
+            result.append(DType.from_polars(dtype, info.nullable))
+        except SchemaError:
+            _fail(
+                f"{e!r} makes Polars type {dtype}, which ddflow does not support; add .cast(...)",
+                e.site,
+            )
+    return result
+
+
+def _fails_alone(e: Expr, checker: _Checker, schema: Schema) -> bool:
+    try:
+        pl.LazyFrame(schema=schema.polars_schema()).select(
+            _PolarsCompiler(checker, e).visit(e)
+        ).collect_schema()
+    except pl.exceptions.PolarsError:
+        return True
+    return False
