@@ -232,6 +232,7 @@ class InputCollection(Collection):
         frame = _to_local_frame(frame)
         diffs = None
         if diff is not None:
+            frame = _as_polars(frame)
             if diff not in frame.columns:
                 raise InputError(f"insert_frame: no diff column {diff!r}", site=site)
             diffs = frame.get_column(diff)
@@ -321,6 +322,16 @@ class InputCollection(Collection):
         if not self.closed:
             epochs.append(self._epoch)
         return min(epochs) if epochs else None
+
+
+def _as_polars(frame: Any) -> pl.DataFrame:
+    if isinstance(frame, pl.LazyFrame):
+        return frame.collect()
+    if isinstance(frame, pl.DataFrame):
+        return frame
+    if isinstance(frame, pd.DataFrame):
+        return pl.from_pandas(frame)
+    return pl.DataFrame(pl.from_arrow(frame))
 
 
 def _to_local_frame(frame: Any) -> Any:

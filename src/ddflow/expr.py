@@ -264,7 +264,7 @@ class Expr:
         """Whether the value is one of the given Python values (null where the value is null).
 
         >>> col("x").is_in([1, 2])
-        col("x").is_in((1, 2))
+        col("x").is_in([1, 2])
         """
         site = call_site()
         if isinstance(values, (str, bytes, Expr)) or not isinstance(values, Iterable):
@@ -426,6 +426,12 @@ def _key(e: Expr) -> tuple[Any, ...]:
     return (e.kind, params, tuple(_key(a) for a in e.args))
 
 
+def _show_param(x: Any) -> str:
+    if isinstance(x, tuple):  # the values of is_in
+        return "[" + ", ".join(_show_param(v) for v in x) + "]"
+    return json.dumps(x) if isinstance(x, str) else repr(x)
+
+
 def _render(e: Expr, bare_literal: bool) -> str:
     p = e.params
     if e.kind == "col":
@@ -466,7 +472,7 @@ def _render(e: Expr, bare_literal: bool) -> str:
         extra = ", ".join(shown)
     else:
         shown = [_render(a, True) for a in e.args[1:]]
-        shown += [json.dumps(x) if isinstance(x, str) else repr(x) for x in p[1:]]
+        shown += [_show_param(x) for x in p[1:]]
         extra = ", ".join(shown)
     return f"{_render(e.args[0], False)}.{name}({extra})"
 
@@ -583,7 +589,8 @@ def lit(value: Any, dtype: TypeSpec | None = None) -> Expr:
         target = DType.parse(dtype).with_nullable(scalar is None)
         Schema({"literal": target}).rows_to_frame([scalar])
     except SchemaError as e:
-        _fail(f"lit({scalar!r}, dtype={dtype!r}): {e.message}", site)
+        # The conversion's message starts "column 'literal' (...) at row 0: "; keep the reason.
+        _fail(f"lit({scalar!r}, dtype={dtype!r}): {e.message.split(': ', 1)[-1]}", site)
     return Expr("lit", (), (scalar, target), site)
 
 

@@ -229,7 +229,7 @@ class _Checker(ExprVisitor[_Info]):
         temporal = ("date", "datetime")
         crosses = (source in temporal) != (target.kind in temporal)
         if crosses and source != "null" and "str" not in (source, target.kind):
-            self._mismatch(e, f"cannot cast {source} to {target.name}")
+            _fail(f"cannot compute {e!r}: a {source} cannot be cast to {target.name}", e.site)
         # A cast that can meet a value it cannot convert (a string that is not a number, NaN or
         # an overflowing number into an integer) makes a null there.
         may_fail = (

@@ -1,0 +1,177 @@
+"""The semantics driver: run a stream through a runtime and compare every complete epoch with
+the from-scratch reference interpreter (:func:`ddflow.testing.reference`).
+
+A *stream* is a list of epochs; epoch ``e`` is a list of ``(input_name, record, diff)``
+updates. The driver feeds epoch ``e`` at the inputs' current epoch, closes it with
+``advance_to(e + 1)``, and calls ``run()`` only after the epochs listed in ``run_points`` (and
+always at the end), so that several epochs can be in flight at once. Then, for every epoch::
+
+    output.snapshot(epoch=e)  ==  reference(flow, inputs accumulated at epochs <= e)[output]
+    sum of output.changes() with time <= e  ==  output.snapshot(epoch=e)
+
+The runtimes are listed once, in :data:`RUNTIMES`; :func:`make_flow` builds an empty dataflow
+on one of them. A new runtime (``"spark"``) is added in exactly these two places.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+import pandas as pd
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+
+import ddflow as dd
+from ddflow.testing import frame_to_counter, reference
+
+#: the runtimes every semantics test runs on ("spark" joins here)
+RUNTIMES: list[str] = ["local"]
+
+Update = tuple[str, tuple[Any, ...], int]
+Stream = Sequence[Sequence[Update]]
+Build = Callable[[dd.Dataflow, dict[str, dd.InputCollection]], "dd.Collection | Sequence[dd.Collection]"]
+
+
+def make_flow(runtime: str) -> dd.Dataflow:
+    """An empty dataflow on ``runtime`` (one of :data:`RUNTIMES`)."""
+    if runtime == "local":
+        return dd.Dataflow()
+    raise ValueError(f"unknown runtime {runtime!r}; the runtimes are {RUNTIMES}")
+
+
+class Run:
+    """A fed and run dataflow: its inputs, outputs, and the inputs accumulated per epoch."""
+
+    def __init__(self, flow: dd.Dataflow, inputs: dict[str, dd.InputCollection],
+                 outputs: list[dd.Output], stream: Stream) -> None:
+        self.flow = flow
+        self.inputs = inputs
+        self.outputs = outputs
+        self.stream = stream
+
+    def accumulated(self, epoch: int) -> dict[str, Counter]:
+        """Every input's multiset at ``epoch`` (updates of epochs ``<= epoch``)."""
+        acc: dict[str, Counter] = {name: Counter() for name in self.inputs}
+        for updates in self.stream[: epoch + 1]:
+            for name, record, diff in updates:
+                acc[name][tuple(record)] += diff
+        return {name: Counter({r: m for r, m in c.items() if m != 0}) for name, c in acc.items()}
+
+
+def feed(inputs: Mapping[str, dd.InputCollection], updates: Iterable[Update]) -> None:
+    """Apply one epoch's updates to the inputs (as ``update`` batches, one per input)."""
+    rows: dict[str, list[tuple[Any, ...]]] = defaultdict(list)
+    for name, record, diff in updates:
+        rows[name].append((*record, diff))
+    for name, batch in rows.items():
+        inputs[name].update(batch)
+
+
+def run_stream(build: Build, schemas: Mapping[str, Mapping[str, str]], stream: Stream,
+               runtime: str, run_points: Iterable[int] | None = None) -> Run:
+    """Build a flow, feed ``stream``, running after the epochs in ``run_points`` and at the end."""
+    flow = make_flow(runtime)
+    inputs = {name: flow.input(name, schema=schema) for name, schema in schemas.items()}
+    built = build(flow, inputs)
+    collections = [built] if isinstance(built, dd.Collection) else list(built)
+    outputs = [c.output() for c in collections]
+    points = set(range(len(stream))) if run_points is None else set(run_points)
+    for e, updates in enumerate(stream):
+        feed(inputs, updates)
+        flow.advance_to(e + 1)
+        if e in points:
+            flow.run()
+    flow.run()
+    return Run(flow, inputs, outputs, stream)
+
+
+def changes_through(changes: pd.DataFrame, epoch: int) -> Counter:
+    """The accumulation of a ``changes()`` frame at ``epoch``."""
+    names = [c for c in changes.columns if c not in ("time", "diff")]
+    acc: Counter = Counter()
+    upto = changes[changes["time"] <= epoch]
+    for row in upto[[*names, "diff"]].itertuples(index=False):
+        acc[tuple(row[:-1])] += int(row[-1])
+    return Counter({r: m for r, m in acc.items() if m != 0})
+
+
+def describe(expected: Counter, actual: Counter) -> str:
+    missing = {r: expected[r] - actual.get(r, 0) for r in expected if expected[r] != actual.get(r, 0)}
+    extra = {r: actual[r] for r in actual if r not in expected}
+    return f"missing (record: expected - actual) {missing}; extra {extra}"
+
+
+def check_run(run: Run, epochs: Iterable[int] | None = None) -> None:
+    """Compare every output at every epoch with the reference, and changes() with snapshots."""
+    stream = run.stream
+    for out in run.outputs:
+        assert out.complete_through >= len(stream) - 1, (
+            f"output complete through {out.complete_through}, fed {len(stream)} epochs"
+        )
+        ch = out.changes()
+        assert (ch["diff"] != 0).all(), f"changes() holds zero diffs:\n{ch}"
+        names = [c for c in ch.columns if c not in ("time", "diff")]
+        dup = ch.duplicated([*names, "time"])
+        assert not dup.any(), f"changes() is not consolidated per epoch:\n{ch[dup]}"
+    for e in range(len(stream)) if epochs is None else epochs:
+        want = reference(run.flow, run.accumulated(e))
+        for i, out in enumerate(run.outputs):
+            got = frame_to_counter(out.snapshot(epoch=e))
+            assert got == want[out], (
+                f"output {i} at epoch {e}: {describe(want[out], got)}\n"
+                f"expected {dict(want[out])}\n     got {dict(got)}\nstream {list(map(list, stream))}"
+            )
+            replayed = changes_through(out.changes(), e)
+            assert replayed == got, (
+                f"output {i} at epoch {e}: changes() replayed differs from snapshot: "
+                f"{describe(got, replayed)}\nstream {list(map(list, stream))}"
+            )
+
+
+def check_stream(build: Build, schemas: Mapping[str, Mapping[str, str]], stream: Stream,
+                 runtime: str, run_points: Iterable[int] | None = None) -> Run:
+    """Run ``stream`` and check every output at every epoch against the reference."""
+    run = run_stream(build, schemas, stream, runtime, run_points)
+    check_run(run)
+    return run
+
+
+def changes_table(out: dd.Output) -> list[tuple[Any, ...]]:
+    """``changes()`` as a sorted list of ``(*record, time, diff)`` rows, for exact expectations."""
+    return sorted(tuple(r) for r in out.changes().itertuples(index=False))
+
+
+# ---------------------------------------------------------------------- Hypothesis strategies
+
+small_ints = st.integers(0, 5)
+short_strs = st.sampled_from(["", "a", "b", "ab", "ba"])
+diffs = st.sampled_from([1, 1, 1, -1])
+
+
+def streams(records: Mapping[str, st.SearchStrategy[tuple[Any, ...]]], max_epochs: int = 5,
+            max_updates: int = 6) -> st.SearchStrategy[list[list[Update]]]:
+    """Streams of ±1 updates to the named inputs: insertions, retractions (also of records never
+    inserted, so negative multiplicities occur) and cancellations within an epoch."""
+    names = sorted(records)
+    update = st.sampled_from(names).flatmap(
+        lambda n: st.tuples(st.just(n), records[n], diffs)
+    )
+    return st.lists(st.lists(update, max_size=max_updates), min_size=1, max_size=max_epochs)
+
+
+@st.composite
+def streams_and_run_points(draw: st.DrawFn, records: Mapping[str, st.SearchStrategy[tuple[Any, ...]]],
+                           max_epochs: int = 5, max_updates: int = 6) -> tuple[list[list[Update]], set[int]]:
+    """A stream and the epochs after which to ``run()`` (often none: all epochs in flight)."""
+    stream = draw(streams(records, max_epochs, max_updates))
+    points = draw(st.sets(st.integers(0, len(stream) - 1), max_size=len(stream)))
+    return stream, points
+
+
+#: Hypothesis settings for the suite: moderate example counts, no deadline (the first run of a
+#: flow compiles expressions), and a fixture that is a plain runtime name.
+SETTINGS = settings(max_examples=30, deadline=None,
+                    suppress_health_check=[HealthCheck.function_scoped_fixture,
+                                           HealthCheck.too_slow])

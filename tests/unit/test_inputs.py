@@ -1,0 +1,114 @@
+"""Inputs, outputs and probes, and the errors bad input gets."""
+
+from __future__ import annotations
+
+import pandas as pd
+import polars as pl
+import pyarrow as pa
+import pytest
+
+import ddflow as dd
+
+
+def flow_with_output():
+    flow = dd.Dataflow()
+    xs = flow.input("xs", schema={"k": "str", "v": "int64"})
+    out = xs.output()
+    return flow, xs, out
+
+
+def test_insert_frame_accepts_pandas_polars_and_arrow():
+    flow, xs, out = flow_with_output()
+    xs.insert_frame(pd.DataFrame({"k": ["a"], "v": [1]}))
+    xs.insert_frame(pl.DataFrame({"v": [2], "k": ["b"]}))  # column order does not matter
+    xs.insert_frame(pa.table({"k": ["c"], "v": [3]}))
+    flow.advance_to(1)
+    flow.run()
+    assert out.snapshot().to_dict("list") == {"k": ["a", "b", "c"], "v": [1, 2, 3], "count": [1, 1, 1]}
+
+
+def test_insert_frame_with_a_diff_column():
+    flow, xs, out = flow_with_output()
+    xs.insert([("a", 1)])
+    xs.insert_frame(pd.DataFrame({"k": ["a", "b"], "v": [1, 2], "d": [-1, 3]}), diff="d")
+    flow.advance_to(1)
+    flow.run()
+    assert out.snapshot().to_dict("list") == {"k": ["b"], "v": [2], "count": [3]}
+
+
+def test_a_bad_row_is_rejected_and_nothing_accepted_before_is_lost():
+    flow, xs, out = flow_with_output()
+    xs.insert([("a", 1)])
+    with pytest.raises(dd.SchemaError) as e:
+        xs.insert([("b", 2), ("c", "three")])
+    assert "test_inputs.py" in str(e.value)  # points at the user's line
+    with pytest.raises(dd.SchemaError):
+        xs.insert([("b", None)])
+    with pytest.raises(dd.SchemaError):
+        xs.insert_frame(pd.DataFrame({"k": ["z"]}))  # missing column
+    flow.advance_to(1)
+    flow.run()
+    assert out.snapshot().to_dict("list") == {"k": ["a"], "v": [1], "count": [1]}
+
+
+def test_advance_to_an_earlier_epoch_is_an_error():
+    flow, xs, out = flow_with_output()
+    flow.advance_to(3)
+    with pytest.raises(dd.TimeError, match="goes back"):
+        xs.advance_to(2)
+    with pytest.raises(dd.TimeError, match="goes back"):
+        flow.advance_to(1)
+    xs.insert([("a", 1)])
+    flow.advance_to(4)
+    flow.run()
+    assert out.snapshot(epoch=3).to_dict("list") == {"k": ["a"], "v": [1], "count": [1]}
+
+
+def test_inserting_into_a_closed_input_is_an_error():
+    flow, xs, out = flow_with_output()
+    xs.insert([("a", 1)])
+    xs.close()
+    with pytest.raises(dd.ClosedInputError, match="closed"):
+        xs.insert([("b", 2)])
+    with pytest.raises(dd.ClosedInputError):
+        xs.advance_to(5)
+    flow.run()
+    assert out.snapshot().to_dict("list") == {"k": ["a"], "v": [1], "count": [1]}
+
+
+def test_unknown_column_in_an_expression_fails_at_build_time_at_the_users_line():
+    flow, xs, out = flow_with_output()
+    with pytest.raises(dd.ExpressionError) as e:
+        xs.filter(dd.col("nope") > 1)
+    assert "nope" in str(e.value) and "test_inputs.py" in str(e.value)
+
+
+def test_snapshot_of_an_incomplete_epoch_is_an_error():
+    flow, xs, out = flow_with_output()
+    xs.insert([("a", 1)])
+    flow.advance_to(1)
+    flow.run()
+    with pytest.raises(dd.TimeError, match="not complete"):
+        out.snapshot(epoch=1)
+
+
+def test_subscribe_and_probe_see_each_completed_epoch():
+    flow, xs, out = flow_with_output()
+    probe = xs.probe()
+    seen = []
+    out.subscribe(lambda df: seen.append(df[["k", "time", "diff"]].values.tolist()))
+    xs.insert([("a", 1)])
+    flow.advance_to(1)
+    xs.remove([("a", 1)])
+    flow.advance_to(2)
+    assert not probe.done(0)
+    flow.run()
+    assert probe.done(1) and not probe.done(2)
+    assert seen == [[["a", 0, 1]], [["a", 1, -1]]]
+
+
+def test_the_graph_cannot_change_once_running():
+    flow, xs, out = flow_with_output()
+    flow.run()
+    with pytest.raises(dd.GraphError, match="already running"):
+        xs.distinct()
