@@ -21,14 +21,7 @@ from ddflow.kernels.local import DIFF
 from ddflow.operators.io import InputOp, OutputOp, ProbeOp
 from ddflow.operators.join import ArrangeOp, JoinOp
 from ddflow.operators.linear import Linear
-from ddflow.operators.reduce import (
-    CountSumLogic,
-    GeneralAggLogic,
-    GroupFnLogic,
-    Logic,
-    ReduceOp,
-    ThresholdLogic,
-)
+from ddflow.operators.reduce import ReduceOp, ReduceSpec
 from ddflow.operators.vertex import VertexOp
 from ddflow.plan import Node
 from ddflow.progress import Summary
@@ -239,38 +232,27 @@ class _Builder:
 
     def _op_reduce(self, node: Node) -> None:
         (src,) = node.inputs
-        keys = tuple(node.params["keys"])
         tt = node.scope.time_type
-        logic = _logic(node, src)
+        spec = _spec(node)
         k = self.k
-        sums = (DIFF, *logic.weights)
 
-        def prepare(b: pl.DataFrame) -> pl.DataFrame:
-            return logic.prepare(b, keys, tt)
+        def prepare(b: Any) -> Any:
+            return k.reduce_prepare(spec, b, tt)
 
-        arr = self._arrangement(src, keys, prepare=prepare, sums=sums,
+        arr = self._arrangement(src, spec.keys, prepare=prepare, sums=(DIFF, *spec.weights),
                                 empty=self._empty(src))
-        op = ReduceOp(tt, k, arr.spine, keys, logic, self._empty(node))
+        op = ReduceOp(tt, k, arr.spine, spec, self._empty(node))
         self.worker.add(op)
         self.worker.connect(arr, 0, op, 0)
         self.ports[node.id] = (op, 0)
 
 
-def _logic(node: Node, src: Node) -> Logic:
-    kind = node.params["kind"]
+def _spec(node: Node) -> ReduceSpec:
+    p = node.params
     out_types = {n: dt.polars for n, dt in node.schema.items()}
-    if kind == "distinct":
-        return ThresholdLogic(None)
-    if kind == "threshold":
-        return ThresholdLogic(node.params["fn"])
-    if kind == "agg":
-        aggs = node.params["aggs"]
-        if all(a[1] in ("count", "sum", "mean") for a in aggs):
-            return CountSumLogic(aggs, out_types)
-        return GeneralAggLogic(aggs, out_types)
-    outs = list(node.params["outputs"])
-    return GroupFnLogic(node.params["fn"], list(node.params["keys"]), list(node.params["values"]),
-                        outs, {n: out_types[n] for n in outs})
+    return ReduceSpec.of(p["kind"], p["keys"], aggs=p.get("aggs", ()), fn=p.get("fn"),
+                         values=p.get("values", ()), outputs=p.get("outputs", ()),
+                         out_types=out_types)
 
 
 def _height(batch: Any) -> int:

@@ -186,7 +186,7 @@ class Collection:
         """The multiset sum of this collection and others of the same schema."""
         site = call_site()
         for o in others:
-            if o.schema != self.schema:
+            if _base_types(o.schema) != _base_types(self.schema):
                 raise SchemaError(f"concat of different schemas: {self.schema} and {o.schema}", site=site)
         return self._add("concat", list(others), self.schema, site)
 
@@ -316,7 +316,7 @@ class Collection:
         if not isinstance(result, Collection):
             raise GraphError("the body of a loop must return a collection", site=site)
         (result_node,) = _align_to([result], scope, site)
-        if result_node.schema != self.schema:
+        if _base_types(result_node.schema) != _base_types(self.schema):
             raise SchemaError(
                 f"the loop body returned schema {result_node.schema}, expected {self.schema}",
                 site=site,
@@ -412,6 +412,11 @@ class GroupBy:
 
 
 # ---------------------------------------------------------------------- helpers
+
+
+def _base_types(schema: Schema) -> list[tuple[str, Any]]:
+    """Column names and types, nullability aside."""
+    return [(n, dt.polars) for n, dt in schema.items()]
 
 
 def _as_list(x: str | Sequence[str]) -> list[str]:

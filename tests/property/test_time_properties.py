@@ -187,7 +187,9 @@ def cyclic_graphs(draw: st.DrawFn):
             ok = depths[v][0] == d and depths[v][1] >= d and depths[u][0] >= d
             if ok and all(x >= d for x in between) and draw(st.integers(0, 2)) == 0:
                 tt = types[d]
-                fb = g.add_node([tt], [tt], {(0, 0): Summary.increment(tt, draw(st.integers(1, 2)))})
+                fb = g.add_node(
+                    [tt], [tt], {(0, 0): Summary.increment(tt, draw(st.integers(1, 2)))}
+                )
                 g.add_edge((u, draw(st.integers(0, len(g.outputs[u]) - 1))), (fb, 0))
                 g.add_edge((fb, 0), (v, draw(st.integers(0, len(g.inputs[v]) - 1))))
     return g

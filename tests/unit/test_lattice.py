@@ -126,7 +126,7 @@ def test_structure():
 
 
 @given(time_types(max_width=3))
-@settings(max_examples=40)
+@settings(max_examples=40, deadline=None)
 def test_is_total_iff_all_pairs_comparable(tt):
     g = grid(tt, 2)
     total = all(tt.less_equal(a, b) or tt.less_equal(b, a) for a in g for b in g)
@@ -168,7 +168,7 @@ def test_sort_key_is_a_linear_extension(args):
 
 
 @given(tt_and_times(2, max_width=4, hi=3))
-@settings(max_examples=60)
+@settings(max_examples=60, deadline=None)
 def test_join_is_least_upper_bound(args):
     tt, a, b = args
     j = tt.join(a, b)
@@ -179,7 +179,7 @@ def test_join_is_least_upper_bound(args):
 
 
 @given(tt_and_times(2, max_width=4, hi=3))
-@settings(max_examples=60)
+@settings(max_examples=60, deadline=None)
 def test_meet_is_greatest_lower_bound(args):
     tt, a, b = args
     m = tt.meet(a, b)
@@ -234,7 +234,7 @@ def test_advance_by_matches_its_definition(args):
 
 
 @given(tt_time_frontier(max_width=4, hi=3))
-@settings(max_examples=80)
+@settings(max_examples=80, deadline=None)
 def test_advance_by_preserves_order_to_times_in_advance_of_the_frontier(args):
     # the property compaction relies on: t <= u iff advance_by(t, F) <= u, for u beyond F
     tt, t, frontier = args
@@ -245,7 +245,7 @@ def test_advance_by_preserves_order_to_times_in_advance_of_the_frontier(args):
 
 
 @given(tt_time_frontier(max_width=4, hi=2, min_size=1))
-@settings(max_examples=80)
+@settings(max_examples=80, deadline=None)
 def test_advance_by_is_the_greatest_equivalent_time(args):
     # any t2 that no time in advance of a nonempty F can tell apart from t is <= advance_by(t, F)
     # (the grid contains every join(t, f), so restricting u to the grid loses nothing)

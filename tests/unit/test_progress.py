@@ -512,7 +512,7 @@ def test_self_loop_without_feedback_raises():
 
 def test_cycle_through_a_loop_without_outer_feedback_raises():
     # the feedback inside the loop does not help: leaving the loop forgets the iteration
-    g, inp, ingress, body, feedback, egress = loop_graph()
+    g, _, ingress, _, _, egress = loop_graph()
     g.add_edge((egress, 0), (ingress, 0))
     with pytest.raises(ValueError, match="cycle"):
         Tracker(g)
@@ -630,7 +630,9 @@ def apply(tracker: Tracker, loc, t: Time, delta: int) -> None:
 
 def all_frontiers(g: ProgressGraph, tracker: Tracker) -> dict[tuple[int, int], set[Time]]:
     return {
-        (n, i): set(tracker.frontier(n, i)) for n, ins in enumerate(g.inputs) for i in range(len(ins))
+        (n, i): set(tracker.frontier(n, i))
+        for n, ins in enumerate(g.inputs)
+        for i in range(len(ins))
     }
 
 

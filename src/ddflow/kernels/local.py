@@ -19,6 +19,7 @@ Invariants of the kernels:
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import polars as pl
@@ -296,32 +297,71 @@ class LocalKernels:
         schema[DIFF] = pl.Int64
         return schema
 
-    def accumulate(
-        self,
-        history: pl.DataFrame,
-        queries: pl.DataFrame,
-        tt: TimeType,
-        keys: Sequence[str],
-        values: Sequence[str],
-        weights: Sequence[str] = (),
-    ) -> pl.DataFrame:
-        """For each query ``(keys, __q0.., )`` the accumulation of ``history`` at the query time:
-        rows ``keys, __q*, values, __diff, weights`` summed over history rows with equal keys and
-        a time ``<=`` the query time; rows whose diff and weights are all zero are dropped."""
-        tcols = tt.columns()
-        qcols = time_columns(tt, QPREFIX)
-        if history.height == 0 or queries.height == 0:
-            schema = {**{k: queries.schema[k] for k in keys}, **{q: pl.Int64 for q in qcols}}
-            schema.update({v: history.schema[v] for v in values})
-            schema[DIFF] = pl.Int64
-            schema.update({w: history.schema[w] for w in weights})
-            return pl.DataFrame(schema=schema)
-        h = history.select([*keys, *values, *tcols, DIFF, *weights])
-        j = queries.select([*keys, *qcols]).join(h, on=list(keys), how="inner")
-        j = j.filter(le_expr(tt, tcols, qcols))
-        sums = [pl.col(DIFF).sum(), *[pl.col(w).sum() for w in weights]]
-        out = j.group_by([*keys, *qcols, *values]).agg(sums)
-        nonzero = pl.col(DIFF) != 0
-        for w in weights:
-            nonzero = nonzero | (pl.col(w) != 0)
-        return out.filter(nonzero)
+    def accumulate(self, history: pl.DataFrame, queries: pl.DataFrame, tt: TimeType,
+                   keys: Sequence[str], values: Sequence[str],
+                   weights: Sequence[str] = ()) -> pl.DataFrame:
+        return accumulate(history, queries, tt, keys, values, weights)
+
+    # ------------------------------------------------------------------ reduce
+
+    def key_set(self, batch: pl.DataFrame) -> np.ndarray:
+        """The distinct key codes of an arranged batch (sorted), for lookups."""
+        return np.unique(batch.get_column(KEY).to_numpy())
+
+    def height(self, batch: pl.DataFrame) -> int:
+        return batch.height
+
+    def drop_key(self, batch: pl.DataFrame) -> pl.DataFrame:
+        return batch.drop(KEY)
+
+    def interesting_times(self, new: pl.DataFrame, history: pl.DataFrame, tt: TimeType,
+                          keys: Sequence[str]) -> list[tuple[Time, pl.DataFrame]]:
+        from ddflow.kernels.local_reduce import interesting_times
+
+        return interesting_times(new, history, tt, keys)
+
+    def time_queries(self, pending: dict[Time, list[pl.DataFrame]], tt: TimeType) -> pl.DataFrame:
+        from ddflow.kernels.local_reduce import time_queries
+
+        return time_queries(pending, tt)
+
+    def reduce_prepare(self, spec: Any, batch: pl.DataFrame, tt: TimeType) -> pl.DataFrame:
+        from ddflow.kernels.local_reduce import reduce_prepare
+
+        return reduce_prepare(spec, batch, tt)
+
+    def reduce_evaluate(self, spec: Any, queries: pl.DataFrame, history: pl.DataFrame,
+                        out_history: pl.DataFrame, tt: TimeType) -> pl.DataFrame:
+        from ddflow.kernels.local_reduce import reduce_evaluate
+
+        return reduce_evaluate(spec, queries, history, out_history, tt)
+
+
+def accumulate(
+    history: pl.DataFrame,
+    queries: pl.DataFrame,
+    tt: TimeType,
+    keys: Sequence[str],
+    values: Sequence[str],
+    weights: Sequence[str] = (),
+) -> pl.DataFrame:
+    """For each query ``(keys, __q0.., )`` the accumulation of ``history`` at the query time:
+    rows ``keys, __q*, values, __diff, weights`` summed over history rows with equal keys and
+    a time ``<=`` the query time; rows whose diff and weights are all zero are dropped."""
+    tcols = tt.columns()
+    qcols = time_columns(tt, QPREFIX)
+    if history.height == 0 or queries.height == 0:
+        schema = {**{k: queries.schema[k] for k in keys}, **{q: pl.Int64 for q in qcols}}
+        schema.update({v: history.schema[v] for v in values})
+        schema[DIFF] = pl.Int64
+        schema.update({w: history.schema[w] for w in weights})
+        return pl.DataFrame(schema=schema)
+    h = history.select([*keys, *values, *tcols, DIFF, *weights])
+    j = queries.select([*keys, *qcols]).join(h, on=list(keys), how="inner")
+    j = j.filter(le_expr(tt, tcols, qcols))
+    sums = [pl.col(DIFF).sum(), *[pl.col(w).sum() for w in weights]]
+    out = j.group_by([*keys, *qcols, *values]).agg(sums)
+    nonzero = pl.col(DIFF) != 0
+    for w in weights:
+        nonzero = nonzero | (pl.col(w) != 0)
+    return out.filter(nonzero)

@@ -31,37 +31,52 @@ multiplicity, when there is at least one.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
-import polars as pl
-
-from ddflow.kernels.local import DIFF, KEY, QPREFIX, join_exprs, time_columns
-from ddflow.lattice import TimeType
+from ddflow.lattice import Time, TimeType
 from ddflow.timely import Operator
 from ddflow.trace import Spine
 
-__all__ = ["Logic", "ReduceOp"]
+__all__ = ["ReduceOp", "ReduceSpec"]
 
 
-class Logic:
-    """A group function over accumulated rows.
+@dataclass(frozen=True)
+class ReduceSpec:
+    """What a reduce computes, for the runtime's kernels.
 
-    ``evaluate(acc)`` receives rows ``keys, __q*, values, __diff, weights`` (the accumulation of
-    each queried key at each query time, one row per distinct value) and returns rows
-    ``keys, __q*, outputs, __diff`` (the desired output, with multiplicities).
+    ``kind`` is ``"agg"`` (``aggs``: ``(output name, count|sum|min|max|mean, column)``),
+    ``"distinct"``, ``"threshold"`` (``fn(m) -> m'``) or ``"reduce"`` (``fn(key, group)``).
+    ``values`` are the input columns the function reads besides the keys; ``weights`` the
+    pre-multiplied columns a count/sum-only aggregate keeps instead of values; ``outputs`` the
+    output columns after the keys, with their types in ``out_types``.
     """
 
-    values: list[str]
-    weights: list[str]
-    outputs: list[str]
+    kind: str
+    keys: tuple[str, ...]
+    values: tuple[str, ...] = ()
+    weights: tuple[str, ...] = ()
+    outputs: tuple[str, ...] = ()
+    aggs: tuple[tuple[str, str, str | None], ...] = ()
+    fn: Callable[..., Any] | None = None
+    out_types: dict[str, Any] = field(default_factory=dict)
 
-    def prepare(self, batch: pl.DataFrame, keys: Sequence[str], tt: TimeType) -> pl.DataFrame:
-        """Shape an input batch for the input arrangement (drop what the function ignores)."""
-        return batch.select([*keys, *self.values, *tt.columns(), DIFF])
-
-    def evaluate(self, acc: pl.DataFrame, keys: Sequence[str], qcols: Sequence[str]) -> pl.DataFrame:  # pragma: no cover
-        raise NotImplementedError
+    @staticmethod
+    def of(kind: str, keys: Sequence[str], *, aggs: Sequence[tuple[str, str, str | None]] = (),
+           fn: Callable[..., Any] | None = None, values: Sequence[str] = (),
+           outputs: Sequence[str] = (), out_types: dict[str, Any] | None = None) -> ReduceSpec:
+        aggs = tuple(aggs)
+        weights: tuple[str, ...] = ()
+        if kind == "agg":
+            outputs = tuple(a[0] for a in aggs)
+            if all(a[1] in ("count", "sum", "mean") for a in aggs):
+                kind = "agg_weights"  # count/sum/mean keep only accumulated weights
+                weights = tuple(sorted({f"__w_{c}" for _, _, c in aggs if c is not None}))
+                values = ()
+            else:
+                values = tuple(sorted({c for _, _, c in aggs if c is not None}))
+        return ReduceSpec(kind, tuple(keys), tuple(values), weights, tuple(outputs), aggs, fn,
+                          dict(out_types or {}))
 
 
 class ReduceOp(Operator):
@@ -69,256 +84,50 @@ class ReduceOp(Operator):
 
     name = "reduce"
 
-    def __init__(self, tt: TimeType, kernels: Any, input_spine: Spine, keys: Sequence[str],
-                 logic: Logic, output_empty: pl.DataFrame) -> None:
+    def __init__(self, tt: TimeType, kernels: Any, input_spine: Spine, spec: ReduceSpec,
+                 output_empty: Any) -> None:
         super().__init__([tt], [tt])
         self.tt = tt
         self.kernels = kernels
-        self.keys = list(keys)
-        self.jkeys = [KEY, *self.keys]
-        self.logic = logic
+        self.spec = spec
         self.input = input_spine
         self.input_handle = input_spine.handle()
-        out_empty = kernels.arrange(output_empty, self.keys)
-        self.output = Spine(kernels, tt, keys, out_empty)
+        self.output = Spine(kernels, tt, spec.keys, kernels.arrange(output_empty, spec.keys))
         self.output_handle = self.output.handle()
-        self.tcols = tt.columns()
-        self.qcols = time_columns(tt, QPREFIX)
-        #: keys with work pending at each time not yet complete: time -> frames of (KEY, keys)
-        self.pending: dict[tuple[int, ...], list[pl.DataFrame]] = {}
+        #: keys with work pending at each time not yet complete: time -> batches of keys
+        self.pending: dict[Time, list[Any]] = {}
         #: (key, time) pairs evaluated so far: the work done, for instrumentation
         self.evaluated = 0
 
-    # ------------------------------------------------------------------ scheduling
-
     def schedule(self) -> None:
+        k = self.kernels
         msgs = self.pull(0)
         if msgs:
-            new = self.kernels.concat([b for _, b in msgs])
-            self._add_interesting(new)
+            new = k.concat([b for _, b in msgs])
+            history = self.input.lookup(k.key_set(new))
+            for t, keys in k.interesting_times(new, history, self.tt, self.spec.keys):
+                self.pending.setdefault(t, []).append(keys)
         frontier = self.frontier(0)
         tt = self.tt
-        ready_times = [
-            t for t in self.pending if not any(tt.less_equal(f, t) for f in frontier)
-        ]
-        if ready_times:
-            parts = []
-            for t in ready_times:
-                keys = pl.concat(self.pending.pop(t)).unique()
-                parts.append(keys.with_columns(
-                    [pl.lit(v, dtype=pl.Int64).alias(c) for c, v in zip(self.tcols, t)]
-                ))
-            self._process(pl.concat(parts))
+        ready = [t for t in self.pending if not any(tt.less_equal(f, t) for f in frontier)]
+        if ready:
+            queries = k.time_queries({t: self.pending.pop(t) for t in ready}, tt)
+            self.evaluated += k.height(queries)
+            keyset = k.key_set(queries)
+            result = k.reduce_evaluate(self.spec, queries, self.input.lookup(keyset),
+                                       self.output.lookup(keyset), tt)
+            if k.height(result):
+                self.output.insert(k.arrange(result, self.spec.keys), k.height(result))
+                for t, part in k.split_by_time(k.drop_key(result), tt):
+                    self.send(0, t, part)
         self.set_capabilities(self._minimal_pending())
         self.input_handle.set_since(frontier)
         self.output_handle.set_since(frontier)
 
-    def _minimal_pending(self) -> list[tuple[int, ...]]:
-        times = sorted(self.pending)
+    def _minimal_pending(self) -> list[Time]:
         tt = self.tt
-        minimal: list[tuple[int, ...]] = []
-        for t in times:  # sorted lexicographically: a linear extension
+        minimal: list[Time] = []
+        for t in sorted(self.pending):  # lexicographic: a linear extension of the order
             if not any(tt.less_equal(m, t) for m in minimal):
                 minimal.append(t)
         return minimal
-
-    # ------------------------------------------------------------------ interesting times
-
-    def _add_interesting(self, new: pl.DataFrame) -> None:
-        """Add to ``pending`` the lub-closure of the new update times with the key's times."""
-        cols = [*self.jkeys, *self.tcols]
-        fresh = new.select(cols).unique()
-        codes = np.unique(fresh.get_column(KEY).to_numpy())
-        # times already pending are lubs of input times, so the input's times suffice
-        known = self.input.lookup(codes).select(cols)
-        ecols = [f"__e{i}" for i in range(self.tt.width)]
-        closed = fresh
-        delta = fresh
-        others = self.kernels.concat([known, fresh]).unique().rename(dict(zip(self.tcols, ecols)))
-        while delta.height:
-            lubs = (
-                delta.join(others, on=self.jkeys, how="inner")
-                .select([*self.jkeys, *join_exprs(self.tt, self.tcols, ecols, self.tcols)])
-                .unique()
-            )
-            delta = lubs.join(closed, on=cols, how="anti")
-            if delta.height:
-                closed = pl.concat([closed, delta])
-                others = pl.concat([others, delta.rename(dict(zip(self.tcols, ecols)))])
-        for t, part in self.kernels.split_by_time(closed, self.tt):
-            self.pending.setdefault(t, []).append(part.select(self.jkeys))
-
-    # ------------------------------------------------------------------ evaluation
-
-    def _process(self, ready: pl.DataFrame) -> None:
-        k = self.kernels
-        self.evaluated += ready.height
-        codes = np.unique(ready.get_column(KEY).to_numpy())
-        queries = ready.rename(dict(zip(self.tcols, self.qcols)))
-        history = self.input.lookup(codes)
-        acc = k.accumulate(history, queries, self.tt, self.jkeys, self.logic.values, self.logic.weights)
-        desired = self.logic.evaluate(acc, self.jkeys, self.qcols)
-        outs = self.logic.outputs
-        out_history = self.output.lookup(codes).select([*self.jkeys, *outs, *self.tcols, DIFF])
-        # rank the ready times of each key in a linear extension of the order
-        ranked = queries.sort([KEY, *self.qcols]).with_columns(
-            pl.int_range(pl.len()).over(KEY).alias("__rank")
-        )
-        rounds = int(ranked.get_column("__rank").max()) + 1  # type: ignore[arg-type]
-        group = [*self.jkeys, *self.qcols, *outs]
-        emitted: list[pl.DataFrame] = []
-        for r in range(rounds):
-            q = ranked.filter(pl.col("__rank") == r).drop("__rank") if rounds > 1 else queries
-            current = k.accumulate(out_history, q, self.tt, self.jkeys, outs)
-            want = desired.join(q, on=[*self.jkeys, *self.qcols], how="semi") if rounds > 1 else desired
-            change = (
-                pl.concat([want, current.with_columns(-pl.col(DIFF))], how="vertical_relaxed")
-                .group_by(group)
-                .agg(pl.col(DIFF).sum())
-                .filter(pl.col(DIFF) != 0)
-                .rename(dict(zip(self.qcols, self.tcols)))
-                .select([*self.jkeys, *outs, *self.tcols, DIFF])
-            )
-            if change.height:
-                emitted.append(change)
-                out_history = pl.concat([out_history, change], how="vertical_relaxed")
-        if not emitted:
-            return
-        result = pl.concat(emitted, how="vertical_relaxed")
-        arranged = result.sort(KEY)
-        self.output.insert(arranged, arranged.height)
-        send = result.drop(KEY)
-        for t, part in k.split_by_time(send, self.tt):
-            self.send(0, t, part)
-
-
-# ---------------------------------------------------------------------- group functions
-
-
-class CountSumLogic(Logic):
-    """``count``, ``sum`` and ``mean`` aggregates: only accumulated weights are kept."""
-
-    def __init__(self, aggs: Sequence[tuple[str, str, str | None]], out_types: dict[str, pl.DataType]):
-        self.aggs = list(aggs)  # (output name, kind, column)
-        self.values = []
-        self.weight_of = {c: f"__w_{c}" for _, kind, c in aggs if c is not None}
-        self.weights = sorted(set(self.weight_of.values()))
-        self.outputs = [name for name, _, _ in aggs]
-        self.out_types = out_types
-
-    def prepare(self, batch: pl.DataFrame, keys: Sequence[str], tt: TimeType) -> pl.DataFrame:
-        ws = [(pl.col(c) * pl.col(DIFF)).alias(w) for c, w in sorted(self.weight_of.items())]
-        return batch.select([*keys, *tt.columns(), DIFF, *ws])
-
-    def evaluate(self, acc: pl.DataFrame, keys: Sequence[str], qcols: Sequence[str]) -> pl.DataFrame:
-        acc = acc.filter(pl.col(DIFF) > 0)
-        exprs = []
-        for name, kind, c in self.aggs:
-            if kind == "count":
-                e = pl.col(DIFF)
-            elif kind == "sum":
-                e = pl.col(self.weight_of[c])  # type: ignore[index]
-            else:  # mean
-                e = pl.col(self.weight_of[c]) / pl.col(DIFF)  # type: ignore[index]
-            exprs.append(e.cast(self.out_types[name]).alias(name))
-        return acc.select([*keys, *qcols, *exprs, pl.lit(1, dtype=pl.Int64).alias(DIFF)])
-
-
-class GeneralAggLogic(Logic):
-    """Aggregates that need the values themselves (``min``, ``max``), with any others."""
-
-    def __init__(self, aggs: Sequence[tuple[str, str, str | None]], out_types: dict[str, pl.DataType]):
-        self.aggs = list(aggs)
-        self.values = sorted({c for _, _, c in aggs if c is not None})
-        self.weights = []
-        self.outputs = [name for name, _, _ in aggs]
-        self.out_types = out_types
-
-    def evaluate(self, acc: pl.DataFrame, keys: Sequence[str], qcols: Sequence[str]) -> pl.DataFrame:
-        exprs = []
-        positive = pl.col(DIFF) > 0
-        count = pl.col(DIFF).sum()
-        for name, kind, c in self.aggs:
-            if kind == "count":
-                e = count
-            elif kind == "sum":
-                e = (pl.col(c) * pl.col(DIFF)).sum()
-            elif kind == "mean":
-                e = (pl.col(c) * pl.col(DIFF)).sum() / count
-            elif kind == "min":
-                e = pl.col(c).filter(positive).min()
-            else:
-                e = pl.col(c).filter(positive).max()
-            exprs.append(e.cast(self.out_types[name]).alias(name))
-        out = acc.group_by([*keys, *qcols]).agg([*exprs, count.alias("__count")])
-        return out.filter(pl.col("__count") > 0).select(
-            [*keys, *qcols, *self.outputs, pl.lit(1, dtype=pl.Int64).alias(DIFF)]
-        )
-
-
-class ThresholdLogic(Logic):
-    """``distinct`` and ``threshold``: the key is the whole record; the output multiplicity is a
-    function of the accumulated one."""
-
-    def __init__(self, fn: Callable[[int], int] | None):
-        self.fn = fn
-        self.values = []
-        self.weights = []
-        self.outputs = []
-
-    def evaluate(self, acc: pl.DataFrame, keys: Sequence[str], qcols: Sequence[str]) -> pl.DataFrame:
-        if self.fn is None:
-            out = acc.filter(pl.col(DIFF) > 0).with_columns(pl.lit(1, dtype=pl.Int64).alias(DIFF))
-        else:
-            counts = acc.get_column(DIFF).unique().to_list()
-            mapping = {c: int(self.fn(c)) for c in counts}
-            out = acc.with_columns(
-                pl.col(DIFF).replace_strict(mapping, return_dtype=pl.Int64)
-            ).filter(pl.col(DIFF) != 0)
-        return out.select([*keys, *qcols, DIFF])
-
-
-class GroupFnLogic(Logic):
-    """``reduce(fn)``: an arbitrary Python function of a key's whole group."""
-
-    def __init__(self, fn: Callable[..., Any], key_names: Sequence[str], value_names: Sequence[str],
-                 out_names: Sequence[str], out_schema: dict[str, pl.DataType]):
-        self.fn = fn
-        self.key_names = list(key_names)
-        self.values = list(value_names)
-        self.weights = []
-        self.outputs = list(out_names)
-        self.out_schema = out_schema
-
-    def evaluate(self, acc: pl.DataFrame, keys: Sequence[str], qcols: Sequence[str]) -> pl.DataFrame:
-        acc = acc.filter(pl.col(DIFF) > 0).sort([*keys, *qcols, *self.values])
-        gcols = [*keys, *qcols]
-        rows: list[tuple[Any, ...]] = []
-        nk = len(gcols)
-        nkey = len(self.key_names)
-        current: tuple[Any, ...] | None = None
-        group: list[tuple[tuple[Any, ...], int]] = []
-
-        def flush() -> None:
-            if current is None or not group:
-                return
-            user_key = current[1 : 1 + nkey]
-            for out in self.fn(user_key if nkey != 1 else user_key[0], group):
-                out_t = tuple(out) if isinstance(out, (tuple, list)) else (out,)
-                if len(out_t) != len(self.outputs):
-                    raise ValueError(
-                        f"reduce function returned {out_t!r}: expected {len(self.outputs)} "
-                        f"values ({', '.join(self.outputs)})"
-                    )
-                rows.append((*current, *out_t, 1))
-
-        for row in acc.select([*gcols, *self.values, DIFF]).iter_rows():
-            head = row[:nk]
-            if head != current:
-                flush()
-                current, group = head, []
-            group.append((row[nk:-1], row[-1]))
-        flush()
-        schema = {**{c: acc.schema[c] for c in gcols}, **self.out_schema, DIFF: pl.Int64}
-        frame = pl.DataFrame(rows, schema=schema, orient="row")
-        return frame.group_by([*gcols, *self.outputs]).agg(pl.col(DIFF).sum())

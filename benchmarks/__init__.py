@@ -1,0 +1,1 @@
+"""ddflow benchmarks: ``python -m benchmarks run NAME``; each prints one JSON document."""
