@@ -175,7 +175,15 @@ class _Builder:
     def _op_variable(self, node: Node) -> None:
         tt = node.scope.time_type
         # port 0: the entered collection; port 1: the feedback, connected in _op_feedback
-        op = Linear("variable", [tt, tt], tt, [None, None], _height)
+        stats = self.flow._loop_counts.setdefault(node.params["name"], {})
+        k = self.k
+
+        def count(b: Any) -> Any:
+            for t, n in k.count_by_time(b, tt):
+                stats[t] = stats.get(t, 0) + n
+            return b
+
+        op = Linear("variable", [tt, tt], tt, [count, count], _height)
         self._add(op, node, node.inputs)
 
     def _op_feedback(self, node: Node) -> None:

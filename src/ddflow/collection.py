@@ -279,18 +279,20 @@ class Collection:
     # ------------------------------------------------------------------ loops
 
     def iterate(self, body: Callable[[Collection], Collection], *,
-                max_iterations: int | None = None) -> Collection:
+                max_iterations: int | None = None, name: str | None = None) -> Collection:
         """The fixed point of ``body`` starting from this collection.
 
         ``body`` receives the loop variable (this collection at iteration 0, the body's result
         at iteration ``i`` for ``i + 1``) and returns a collection of the same schema.
         Collections from outside the loop may be used in ``body``; they enter it unchanged.
-        ``max_iterations`` bounds a loop that may not converge: the variable stops changing
-        after that many rounds."""
-        return self._loop(body, "product", None, max_iterations, call_site())
+        ``max_iterations`` bounds a loop that may not converge: the result is ``body`` applied
+        that many times (or the fixed point, if reached first). ``name`` labels the loop in
+        ``Dataflow.loop_stats()``."""
+        return self._loop(body, "product", None, max_iterations, call_site(), name)
 
     def prioritized_iterate(self, body: Callable[[Collection], Collection], priority: Expr, *,
-                            max_iterations: int | None = None) -> Collection:
+                            max_iterations: int | None = None,
+                            name: str | None = None) -> Collection:
         """Like :meth:`iterate`, with records entering the loop in order of ``priority``
         (a non-negative integer expression): the loop reaches its fixed point with the records
         of each priority before those of the next are introduced (naiad-tech-report §5.1.2)."""
@@ -298,11 +300,11 @@ class Collection:
         if not isinstance(priority, Expr) or output_dtype(priority, self.schema).kind != "int":
             raise ExpressionError(f"priority {priority!r} must be an integer expression", site=site)
         compiled = compile_polars(priority, self.schema)
-        return self._loop(body, "lexicographic", (priority, compiled), max_iterations, site)
+        return self._loop(body, "lexicographic", (priority, compiled), max_iterations, site, name)
 
     def _loop(self, body: Callable[[Collection], Collection], coordinate: str,
               priority: tuple[Expr, Any] | None, max_iterations: int | None,
-              site: CallSite | None) -> Collection:
+              site: CallSite | None, name: str | None = None) -> Collection:
         if max_iterations is not None and max_iterations < 1:
             raise GraphError("max_iterations must be at least 1", site=site)
         plan = self._flow.plan
@@ -311,7 +313,8 @@ class Collection:
         if priority is not None:
             params = {"priority": priority[0], "compiled": priority[1]}
         entered = plan.add("enter", (self._node,), self.schema, scope, params, site)
-        variable = plan.add("variable", (entered,), self.schema, scope, {}, site)
+        label = name if name is not None else f"loop{scope.id}"
+        variable = plan.add("variable", (entered,), self.schema, scope, {"name": label}, site)
         result = body(Collection(self._flow, variable))
         if not isinstance(result, Collection):
             raise GraphError("the body of a loop must return a collection", site=site)

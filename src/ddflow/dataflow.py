@@ -74,6 +74,7 @@ class Dataflow:
         self._entered: dict[tuple[int, int], Node] = {}
         self.worker: Any = None
         self._epoch = 0
+        self._loop_counts: dict[str, dict[tuple[int, ...], int]] = {}
 
     # ------------------------------------------------------------------ building
 
@@ -159,6 +160,18 @@ class Dataflow:
             h._flush()
             h._activate()
         return bool(self.worker.step())
+
+    def loop_stats(self) -> pd.DataFrame:
+        """Differences processed by each loop, per time: columns ``loop``, ``epoch``,
+        ``iteration`` (the loop's own counter), ``time`` (the full time inside the loop:
+        epoch, outer loops' counters, and for a prioritized loop its priority), and
+        ``differences`` (updates that reached the loop variable at that time)."""
+        rows = [
+            (name, t[0], t[-1], t, n)
+            for name, counts in self._loop_counts.items()
+            for t, n in sorted(counts.items())
+        ]
+        return pd.DataFrame(rows, columns=["loop", "epoch", "iteration", "time", "differences"])
 
     def last_epoch(self) -> int:
         """The latest epoch any input reached (closed inputs included)."""

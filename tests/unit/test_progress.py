@@ -149,7 +149,7 @@ def comparable_summaries(draw: st.DrawFn):
 
 
 @given(comparable_summaries())
-@settings(max_examples=150)
+@settings(max_examples=100, deadline=None)
 def test_summary_less_equal_is_the_pointwise_order(args):
     start, a, b = args
     out = a.out_type
@@ -637,7 +637,7 @@ def all_frontiers(g: ProgressGraph, tracker: Tracker) -> dict[tuple[int, int], s
 
 
 @given(dags_with_pointstamps())
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=100, deadline=None)
 def test_tracker_matches_all_paths_on_random_dags(args):
     g, pointstamps = args
     tracker = Tracker(g)

@@ -170,6 +170,15 @@ class LocalKernels:
         parts = batch.partition_by(cols, as_dict=True, maintain_order=True)
         return sorted(((tuple(k), v) for k, v in parts.items()), key=lambda kv: kv[0])  # type: ignore[arg-type]
 
+    def count_by_time(self, batch: pl.DataFrame, tt: TimeType) -> list[tuple[Time, int]]:
+        """How many updates the batch holds at each time."""
+        cols = tt.columns()
+        if batch.height == 0:
+            return []
+        arr = batch.select(cols).to_numpy()
+        times, counts = np.unique(arr, axis=0, return_counts=True)
+        return [(tuple(int(x) for x in t), int(c)) for t, c in zip(times, counts)]
+
     def split_complete(self, batches: Sequence[pl.DataFrame], last_epoch: int
                        ) -> tuple[pl.DataFrame | None, list[pl.DataFrame]]:
         """Split top-level batches into the updates at epochs ``<= last_epoch`` and the rest."""
