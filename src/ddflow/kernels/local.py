@@ -329,6 +329,18 @@ class LocalKernels:
 
         return interesting_times(new, history, tt, keys)
 
+    def minmax_unchanged(self, spec: Any, new: pl.DataFrame, out_history: pl.DataFrame,
+                         tt: TimeType) -> pl.DataFrame:
+        from ddflow.kernels.local_reduce import minmax_unchanged
+
+        return minmax_unchanged(spec, new, out_history, tt)
+
+    def without_keys(self, batch: pl.DataFrame, keys: pl.DataFrame) -> pl.DataFrame:
+        """The rows of ``batch`` whose ``(KEY, keys)`` are not among ``keys``' rows."""
+        if keys.height == 0:
+            return batch
+        return batch.join(keys, on=keys.columns, how="anti")
+
     def time_queries(self, pending: dict[Time, list[pl.DataFrame]], tt: TimeType) -> pl.DataFrame:
         from ddflow.kernels.local_reduce import time_queries
 

@@ -60,6 +60,49 @@ def interesting_times(new: pl.DataFrame, history: pl.DataFrame, tt: TimeType,
     return [(tuple(int(x) for x in t), f) for t, f in parts.items()]  # type: ignore[union-attr]
 
 
+def minmax_unchanged(spec: ReduceSpec, new: pl.DataFrame, out_history: pl.DataFrame,
+                     tt: TimeType) -> pl.DataFrame:
+    """New updates of a min/max-only aggregate that cannot change its output.
+
+    A key's new updates are harmless when all are insertions, every output update of the key
+    is at a time ``<=`` each new time (so the output at every later time is the output now),
+    that output is a single row, and each new value is no smaller than its min (no larger than
+    its max). Then no group needs rebuilding: the returned ``(KEY, keys)`` are skipped.
+    """
+    jkeys = [KEY, *spec.keys]
+    tcols = tt.columns()
+    if not tt.is_product or out_history.height == 0:
+        return new.select(jkeys).clear()
+    mins = [(name, c) for name, kind, c in spec.aggs if kind == "min"]
+    maxs = [(name, c) for name, kind, c in spec.aggs if kind == "max"]
+    g = new.group_by(jkeys).agg(
+        (pl.col(DIFF) > 0).all().alias("__pos"),
+        *[pl.col(t).min().alias(f"__m{i}") for i, t in enumerate(tcols)],
+        *[pl.col(c).min().alias(f"__lo_{name}") for name, c in mins],
+        *[pl.col(c).max().alias(f"__hi_{name}") for name, c in maxs],
+    ).filter(pl.col("__pos"))
+    if g.height == 0:
+        return new.select(jkeys).clear()
+    outs = list(spec.outputs)
+    o = out_history.join(g.select([*jkeys, *[f"__m{i}" for i in range(tt.width)]]), on=jkeys)
+    before = pl.all_horizontal([pl.col(t) <= pl.col(f"__m{i}") for i, t in enumerate(tcols)])
+    o = o.group_by([*jkeys, *outs]).agg(pl.col(DIFF).sum(), before.all().alias("__before"))
+    o = o.filter((pl.col(DIFF) != 0) | ~pl.col("__before"))
+    single = o.group_by(jkeys).agg(
+        pl.len().alias("__rows"),
+        (pl.col(DIFF).first() == 1).alias("__one"),
+        pl.col("__before").all(),
+        *[pl.col(name).first() for name, _ in mins + maxs],
+    ).filter((pl.col("__rows") == 1) & pl.col("__one") & pl.col("__before"))
+    ok = single.join(g, on=jkeys)
+    cond = pl.lit(True)
+    for name, _ in mins:
+        cond = cond & (pl.col(f"__lo_{name}") >= pl.col(name))
+    for name, _ in maxs:
+        cond = cond & (pl.col(f"__hi_{name}") <= pl.col(name))
+    return ok.filter(cond).select(jkeys)
+
+
 def time_queries(pending: dict[Time, list[pl.DataFrame]], tt: TimeType) -> pl.DataFrame:
     """``(KEY, keys, __t*)`` rows, one per distinct pending ``(key, time)``."""
     parts = []

@@ -78,6 +78,11 @@ class ReduceSpec:
         return ReduceSpec(kind, tuple(keys), tuple(values), weights, tuple(outputs), aggs, fn,
                           dict(out_types or {}))
 
+    @property
+    def minmax_only(self) -> bool:
+        """An aggregate of only ``min`` and ``max``."""
+        return self.kind == "agg" and all(a[1] in ("min", "max") for a in self.aggs)
+
 
 class ReduceOp(Operator):
     """Maintains ``f`` of every key's group as the input changes."""
@@ -98,12 +103,21 @@ class ReduceOp(Operator):
         self.pending: dict[Time, list[Any]] = {}
         #: (key, time) pairs evaluated so far: the work done, for instrumentation
         self.evaluated = 0
+        #: keys whose new updates were seen not to change a min/max (no group rebuilt)
+        self.skipped = 0
 
     def schedule(self) -> None:
         k = self.kernels
         msgs = self.pull(0)
         if msgs:
             new = k.concat([b for _, b in msgs])
+            if self.spec.minmax_only:
+                # an insertion above the min (below the max) changes nothing: skip its group
+                keyset = k.key_set(new)
+                skip = k.minmax_unchanged(self.spec, new, self.output.lookup(keyset), self.tt)
+                self.skipped += k.height(skip)
+                new = k.without_keys(new, skip)
+        if msgs and k.height(new):
             history = self.input.lookup(k.key_set(new))
             for t, keys in k.interesting_times(new, history, self.tt, self.spec.keys):
                 self.pending.setdefault(t, []).append(keys)
