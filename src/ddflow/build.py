@@ -15,8 +15,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-import polars as pl
-
 from ddflow.kernels.local import DIFF
 from ddflow.operators.io import InputOp, OutputOp, ProbeOp
 from ddflow.operators.join import ArrangeOp, JoinOp
@@ -66,9 +64,9 @@ class _Builder:
 
     def _linear(self, node: Node, fn: Any, name: str | None = None) -> None:
         tt = node.scope.time_type
-        self._add(Linear(name or node.op, [tt], tt, [fn], _height), node, node.inputs)
+        self._add(Linear(name or node.op, [tt], tt, [fn], self.k), node, node.inputs)
 
-    def _empty(self, node: Node) -> pl.DataFrame:
+    def _empty(self, node: Node) -> Any:
         return self.k.empty(node.schema.polars_schema(), node.scope.time_type)
 
     def _arrangement(self, node: Node, keys: tuple[str, ...], prepare: Any = None,
@@ -100,26 +98,38 @@ class _Builder:
 
     # ------------------------------------------------------------------ linear
 
+    def _compiled(self, node: Node) -> list[Any]:
+        schema = node.inputs[0].schema
+        return [self.k.compile(e, schema, name) for name, e in node.params["exprs"]]
+
     def _op_select(self, node: Node) -> None:
-        compiled = list(node.params["compiled"])
-        tcols = node.scope.time_type.columns()
-        self._linear(node, lambda b: b.select([*compiled, *tcols, DIFF]))
+        compiled = self._compiled(node)
+        tt = node.scope.time_type
+        k = self.k
+        self._linear(node, lambda b: k.select(b, compiled, tt))
 
     def _op_with_columns(self, node: Node) -> None:
-        compiled = list(node.params["compiled"])
+        compiled = self._compiled(node)
         names = list(node.schema.names)
-        tcols = node.scope.time_type.columns()
-        self._linear(node, lambda b: b.with_columns(compiled).select([*names, *tcols, DIFF]))
+        tt = node.scope.time_type
+        k = self.k
+        self._linear(node, lambda b: k.with_columns(b, compiled, names, tt))
 
     def _op_filter(self, node: Node) -> None:
-        pred = node.params["compiled"]
-        self._linear(node, lambda b: b.filter(pred))
+        pred = self.k.compile(node.params["expr"], node.inputs[0].schema, None)
+        k = self.k
+        self._linear(node, lambda b: k.filter(b, pred))
 
     def _op_map(self, node: Node) -> None:
-        self._linear(node, _row_fn(node, flat=False))
+        self._row_fn(node, flat=False)
 
     def _op_flat_map(self, node: Node) -> None:
-        self._linear(node, _row_fn(node, flat=True))
+        self._row_fn(node, flat=True)
+
+    def _row_fn(self, node: Node, flat: bool) -> None:
+        fn, schema, tt, k = node.params["fn"], node.schema, node.scope.time_type, self.k
+        src_names = list(node.inputs[0].schema.names)
+        self._linear(node, lambda b: k.map_rows(b, fn, schema, src_names, tt, flat))
 
     def _op_negate(self, node: Node) -> None:
         self._linear(node, self.k.negate)
@@ -128,21 +138,13 @@ class _Builder:
         self._linear(node, self.k.consolidate)
 
     def _op_inspect(self, node: Node) -> None:
-        fn = node.params["fn"]
-        tt = node.scope.time_type
+        fn, tt, k = node.params["fn"], node.scope.time_type, self.k
         names = list(node.schema.names)
-
-        def inspect(b: pl.DataFrame) -> pl.DataFrame:
-            tcols = tt.columns()
-            time = pl.col(tcols[0]) if tt.width == 1 else pl.concat_list(tcols)
-            fn(b.select([*names, time.alias("time"), pl.col(DIFF).alias("diff")]))
-            return b
-
-        self._linear(node, inspect)
+        self._linear(node, lambda b: k.inspect(b, fn, names, tt))
 
     def _op_concat(self, node: Node) -> None:
         tt = node.scope.time_type
-        self._add(Linear("concat", [tt] * len(node.inputs), tt, [None] * len(node.inputs), _height),
+        self._add(Linear("concat", [tt] * len(node.inputs), tt, [None] * len(node.inputs), self.k),
                   node, node.inputs)
 
     def _op_port(self, node: Node) -> None:
@@ -169,7 +171,7 @@ class _Builder:
             return t + (0,) * extra
 
         op = Linear("enter", [outer], inner,
-                    [lambda b: k.enter(b, outer, inner, compiled)], _height, time_fn, summary)
+                    [lambda b: k.enter(b, outer, inner, compiled)], self.k, time_fn, summary)
         self._add(op, node, node.inputs)
 
     def _op_variable(self, node: Node) -> None:
@@ -183,7 +185,7 @@ class _Builder:
                 stats[t] = stats.get(t, 0) + n
             return b
 
-        op = Linear("variable", [tt, tt], tt, [count, count], _height)
+        op = Linear("variable", [tt, tt], tt, [count, count], self.k)
         self._add(op, node, node.inputs)
 
     def _op_feedback(self, node: Node) -> None:
@@ -200,7 +202,7 @@ class _Builder:
             return k.increment(b, tt, limit)
 
         op = Linear("feedback", [tt, tt], tt,
-                    [inc, lambda b: inc(k.negate(b))], _height, time_fn, Summary.increment(tt, 1))
+                    [inc, lambda b: inc(k.negate(b))], self.k, time_fn, Summary.increment(tt, 1))
         self._add(op, None, node.inputs)
         var_op, _ = self.ports[node.params["variable"].id]
         self.worker.connect(op, 0, var_op, 1)
@@ -213,7 +215,7 @@ class _Builder:
         def time_fn(t: tuple[int, ...]) -> tuple[int, ...]:
             return t[: outer.width]
 
-        op = Linear("leave", [inner], outer, [lambda b: k.leave(b, inner, outer)], _height,
+        op = Linear("leave", [inner], outer, [lambda b: k.leave(b, inner, outer)], self.k,
                     time_fn, Summary.leave(inner))
         self._add(op, node, node.inputs)
 
@@ -232,7 +234,7 @@ class _Builder:
         la = self._arrangement(left, lk)
         ra = self._arrangement(right, rk)
         tt = node.scope.time_type
-        op = JoinOp(tt, self.k, la.spine, ra.spine, lk, rk, node.params["output"], exact=False)
+        op = JoinOp(tt, self.k, la.spine, ra.spine, lk, rk, node.params["output"])
         self.worker.add(op)
         self.worker.connect(la, 0, op, 0)
         self.worker.connect(ra, 0, op, 1)
@@ -261,34 +263,3 @@ def _spec(node: Node) -> ReduceSpec:
     return ReduceSpec.of(p["kind"], p["keys"], aggs=p.get("aggs", ()), fn=p.get("fn"),
                          values=p.get("values", ()), outputs=p.get("outputs", ()),
                          out_types=out_types)
-
-
-def _height(batch: Any) -> int:
-    return int(batch.height)
-
-
-def _row_fn(node: Node, flat: bool) -> Any:
-    fn = node.params["fn"]
-    schema = node.schema
-    src_names = list(node.inputs[0].schema.names)
-    tcols = node.scope.time_type.columns()
-    single = len(schema.names) == 1
-
-    def apply(b: pl.DataFrame) -> pl.DataFrame:
-        rows: list[Any] = []
-        index: list[int] = []
-        for i, row in enumerate(b.select(src_names).iter_rows()):
-            if flat:
-                for out in fn(row):
-                    rows.append(out if not single or isinstance(out, tuple) else (out,))
-                    index.append(i)
-            else:
-                out = fn(row)
-                rows.append(out if not single or isinstance(out, tuple) else (out,))
-        data = schema.rows_to_frame(rows)
-        rest = b.select([*tcols, DIFF])
-        if flat:
-            rest = rest[index] if index else rest.clear()
-        return pl.concat([data, rest], how="horizontal")
-
-    return apply

@@ -196,6 +196,8 @@ class InputCollection(Collection):
         self._epoch = epoch
         self.closed = False
         self._buffer: list[pl.DataFrame] = []
+        # batches already in the runtime's own format (Spark DataFrames on Spark)
+        self._native: list[Any] = []
         self._messages: list[tuple[int, pl.DataFrame]] = []
         self._op: Any = None
 
@@ -283,12 +285,19 @@ class InputCollection(Collection):
 
     def _flush(self) -> None:
         if not self._buffer:
-            return
+            if self._native:
+                self._buffer.append(pl.DataFrame(schema={**dict(self.schema.polars_schema()), DIFF: pl.Int64}))
+            else:
+                return
         data = pl.concat(self._buffer) if len(self._buffer) > 1 else self._buffer[0]
         self._buffer = []
         batch = data.with_columns(pl.lit(self._epoch, dtype=pl.Int64).alias("__t0")).select(
             [*self.schema.names, "__t0", DIFF]
         )
+        batch = self._flow.kernels.from_polars(batch)
+        if self._native:
+            batch = self._flow.kernels.concat([batch, *self._native])
+            self._native = []
         self._messages.append((self._epoch, batch))
 
     def _advance(self, epoch: int, site: CallSite | None) -> None:

@@ -113,7 +113,7 @@ def long_update_sequences(draw: st.DrawFn):
 
 
 @given(long_update_sequences())
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=60, deadline=None)
 def test_mutable_antichain_long_sequences(args):
     tt, batches = args
     m = MutableAntichain(tt)
@@ -248,7 +248,7 @@ def cyclic_graphs_with_pointstamps(draw: st.DrawFn):
 
 
 @given(cyclic_graphs_with_pointstamps(), st.data())
-@settings(max_examples=120, deadline=None)
+@settings(max_examples=100, deadline=None)
 def test_tracker_matches_fixpoint_on_random_cyclic_graphs(args, data):
     g, pointstamps = args
     tracker = Tracker(g)

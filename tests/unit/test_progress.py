@@ -650,7 +650,7 @@ def test_tracker_matches_all_paths_on_random_dags(args):
 
 
 @given(dags_with_pointstamps(), st.data())
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=80, deadline=None)
 def test_tracker_incremental_updates_on_random_dags(args, data):
     """Pointstamps come and go in random batches, with counts transiently negative; whenever no
     count is negative the frontiers match the brute force, and ``propagate`` reports exactly the

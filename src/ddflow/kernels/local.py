@@ -95,10 +95,61 @@ class LocalKernels:
 
     # ------------------------------------------------------------------ linear
 
+    def compile(self, expr: Any, schema: Any, name: str | None) -> pl.Expr:
+        """A column expression compiled, once, to a Polars expression."""
+        from ddflow.expr import compile_polars
+
+        compiled = compile_polars(expr, schema)
+        return compiled.alias(name) if name is not None else compiled
+
+    def select(self, batch: pl.DataFrame, compiled: Sequence[pl.Expr], tt: TimeType) -> pl.DataFrame:
+        return batch.select([*compiled, *tt.columns(), DIFF])
+
+    def with_columns(self, batch: pl.DataFrame, compiled: Sequence[pl.Expr], names: Sequence[str],
+                     tt: TimeType) -> pl.DataFrame:
+        return batch.with_columns(compiled).select([*names, *tt.columns(), DIFF])
+
+    def filter(self, batch: pl.DataFrame, predicate: pl.Expr) -> pl.DataFrame:
+        return batch.filter(predicate)
+
+    def map_rows(self, batch: pl.DataFrame, fn: Any, schema: Any, src_names: Sequence[str],
+                 tt: TimeType, flat: bool) -> pl.DataFrame:
+        """Apply a Python row function (``flat``: returning any number of rows) to every row."""
+        single = len(schema.names) == 1
+        rows: list[Any] = []
+        index: list[int] = []
+        for i, row in enumerate(batch.select(src_names).iter_rows()):
+            outs = fn(row) if flat else (fn(row),)
+            for out in outs:
+                rows.append(out if not single or isinstance(out, tuple) else (out,))
+                index.append(i)
+        data = schema.rows_to_frame(rows)
+        rest = batch.select([*tt.columns(), DIFF])
+        rest = rest[index] if index else rest.clear()
+        return pl.concat([data, rest], how="horizontal")
+
+    def inspect(self, batch: pl.DataFrame, fn: Any, names: Sequence[str], tt: TimeType) -> pl.DataFrame:
+        tcols = tt.columns()
+        time = pl.col(tcols[0]) if tt.width == 1 else pl.concat_list(tcols)
+        fn(batch.select([*names, time.alias("time"), pl.col(DIFF).alias("diff")]))
+        return batch
+
+    def is_empty(self, batch: pl.DataFrame) -> bool:
+        return batch.height == 0
+
+    def to_polars(self, batch: pl.DataFrame) -> pl.DataFrame:
+        return batch
+
+    def from_polars(self, frame: pl.DataFrame) -> pl.DataFrame:
+        return frame
+
     def concat(self, batches: Sequence[pl.DataFrame]) -> pl.DataFrame:
         if len(batches) == 1:
             return batches[0]
-        return pl.concat(batches, how="vertical")
+        nonempty = [b for b in batches if b.height]
+        if len(nonempty) <= 1:
+            return nonempty[0] if nonempty else batches[0]
+        return pl.concat(nonempty, how="vertical")
 
     def negate(self, batch: pl.DataFrame) -> pl.DataFrame:
         return batch.with_columns(-pl.col(DIFF))

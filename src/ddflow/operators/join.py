@@ -22,10 +22,6 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import numpy as np
-import polars as pl
-
-from ddflow.kernels.local import KEY
 from ddflow.lattice import TimeType
 from ddflow.timely import Operator
 from ddflow.trace import Spine
@@ -54,9 +50,10 @@ class ArrangeOp(Operator):
             if self.prepare is not None:
                 batch = self.prepare(batch)
             batch = k.arrange(k.consolidate(batch, self.sums), self.keys)
-            if batch.height == 0:
+            n = k.height(batch)
+            if n == 0:
                 continue
-            self.spine.insert(batch, batch.height)
+            self.spine.insert(batch, n)
             self.send(0, t, batch)
 
 
@@ -67,7 +64,7 @@ class JoinOp(Operator):
 
     def __init__(self, tt: TimeType, kernels: Any, left: Spine, right: Spine,
                  left_on: Sequence[str], right_on: Sequence[str],
-                 output: Sequence[tuple[str, str, str]], exact: bool) -> None:
+                 output: Sequence[tuple[str, str, str]]) -> None:
         super().__init__([tt, tt], [tt])
         self.kernels = kernels
         self.tt = tt
@@ -81,24 +78,19 @@ class JoinOp(Operator):
         lmsgs = self.pull(0)
         rmsgs = self.pull(1)
         for t, dl in lmsgs:
-            codes = np.unique(dl.get_column(KEY).to_numpy())
-            other = self.right.lookup(codes)
+            other = self.right.lookup(k.key_set(dl))
             out = k.join_slice(dl, other, self.tt, self.left_on, self.right_on, True, self.output)
-            if out.height:
+            if not k.is_empty(out):
                 self.send(0, t, out)
         if rmsgs:
             new_left = [dl for _, dl in lmsgs]
             for t, dr in rmsgs:
-                codes = np.unique(dr.get_column(KEY).to_numpy())
+                codes = k.key_set(dr)
                 parts = [self.left.lookup(codes)]
                 parts += [k.negate(k.lookup(dl, codes)) for dl in new_left]
-                other = k.concat([p for p in parts if p.height] or [parts[0]])
+                other = k.concat(parts)
                 out = k.join_slice(dr, other, self.tt, self.left_on, self.right_on, False, self.output)
-                if out.height:
+                if not k.is_empty(out):
                     self.send(0, t, out)
         self.left_handle.set_since(self.frontier(1))
         self.right_handle.set_since(self.frontier(0))
-
-
-def empty_like(batch: pl.DataFrame) -> pl.DataFrame:
-    return batch.clear()

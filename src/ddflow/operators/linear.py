@@ -36,7 +36,7 @@ class Linear(Operator):
         input_types: Sequence[TimeType],
         output_type: TimeType,
         fns: Sequence[BatchFn | None],
-        height: Callable[[Any], int],
+        kernels: Any,
         time_fn: Callable[[Time], Time | None] | None = None,
         summary: Summary | None = None,
     ) -> None:
@@ -46,14 +46,14 @@ class Linear(Operator):
         super().__init__(input_types, [output_type], summaries)
         self.name = name
         self.fns = list(fns)
-        self.height = height
+        self.kernels = kernels
         self.time_fn = time_fn
 
     def schedule(self) -> None:
         for port, fn in enumerate(self.fns):
             for t, batch in self.pull(port):
                 out = batch if fn is None else fn(batch)
-                if out is None or self.height(out) == 0:
+                if out is None or (fn is not None and self.kernels.is_empty(out)):
                     continue
                 if self.time_fn is not None:
                     t2 = self.time_fn(t)

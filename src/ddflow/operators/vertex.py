@@ -43,7 +43,7 @@ class VertexOp(Operator):
         for port in range(len(self.input_types)):
             for _, batch in self.pull(port):
                 for t, part in self.kernels.split_by_time(batch, tt):
-                    frame = part.drop(tcols).rename({DIFF: "diff"})
+                    frame = self.kernels.to_polars(part).drop(tcols).rename({DIFF: "diff"})
                     self._call(t, lambda f=frame, p=port, tm=t: self.vertex.on_recv(p, f, tm))
         while True:
             ready = sorted(t for t in self.notifications if self.complete(t))
@@ -81,7 +81,7 @@ class VertexOp(Operator):
             return
         out = frame.with_columns([pl.lit(v, dtype=pl.Int64).alias(c) for c, v in zip(self.tt.columns(), time)])
         out = out.select([*schema.names, *self.tt.columns(), DIFF])
-        self.send(edge, time, out)
+        self.send(edge, time, self.kernels.from_polars(out))
 
     def vertex_notify(self, time: Time) -> None:
         self._check("notify_at", time)

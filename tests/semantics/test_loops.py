@@ -1,0 +1,265 @@
+"""Loops against the reference at every epoch: ``iterate`` (reachability, transitive closure,
+label propagation, shortest paths), nested ``iterate``, ``max_iterations`` and
+``prioritized_iterate``.
+
+Inside a loop, times are ``(epoch, iteration)`` (and ``(epoch, i, j)`` two loops deep) under the
+product order, so when several epochs are in flight the reductions in the body see times that
+are not comparable, e.g. ``(0, 2)`` and ``(1, 0)``. Inputs are made sets (``distinct``) before
+they enter a loop, so that every body is monotone on sets and the fixed point exists for any
+stream, negative input multiplicities included.
+
+Reference semantics of ``max_iterations=k``: the body is applied ``k`` times to the loop's
+input (or fewer, if the fixed point comes first).
+"""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+import ddflow as dd
+from harness import SETTINGS, changes_table, check_stream, streams_and_run_points
+
+nodes = st.integers(0, 4)
+GRAPH = {"edges": {"src": "int64", "dst": "int64"}, "roots": {"n": "int64"}}
+graph_records = {"edges": st.tuples(nodes, nodes), "roots": st.tuples(nodes)}
+WEIGHTED = {"edges": {"src": "int64", "dst": "int64", "w": "int64"}, "roots": {"n": "int64"}}
+weighted_records = {"edges": st.tuples(nodes, nodes, st.integers(1, 3)), "roots": st.tuples(nodes)}
+
+LOOP_SETTINGS = SETTINGS
+
+
+def reach(roots: dd.Collection, edges: dd.Collection, **loop) -> dd.Collection:
+    """Nodes reachable from ``roots``; ``edges`` is used inside the body (entered)."""
+    def body(x: dd.Collection) -> dd.Collection:
+        step = x.join(edges, left_on="n", right_on="src").select(n="dst")
+        return x.concat(step).distinct()
+
+    return roots.distinct().iterate(body, **loop)
+
+
+def closure(edges: dd.Collection) -> dd.Collection:
+    """The transitive closure of ``edges``."""
+    e = edges.distinct()
+
+    def body(p: dd.Collection) -> dd.Collection:
+        longer = p.join(e, left_on="dst", right_on="src").select("src", dst="dst_right")
+        return longer.concat(e).distinct()
+
+    return e.iterate(body)
+
+
+def components(edges: dd.Collection) -> dd.Collection:
+    """Label propagation: each node of the undirected graph gets its component's least node."""
+    e = edges.distinct()
+    sym = e.concat(e.select(src="dst", dst="src")).distinct()
+    labels = sym.select(node="src", label="src").distinct()
+
+    def body(lab: dd.Collection) -> dd.Collection:
+        sent = lab.join(sym, left_on="node", right_on="src").select(node="dst", label="label")
+        return sent.concat(lab).group_by("node").agg(label=dd.min("label"))
+
+    return labels.iterate(body)
+
+
+def distances(roots: dd.Collection, edges: dd.Collection) -> dd.Collection:
+    """Weighted shortest distances from ``roots`` (a non-monotone min inside the loop)."""
+    e = edges.distinct()
+    start = roots.distinct().select("n", d=dd.lit(0))
+
+    def body(x: dd.Collection) -> dd.Collection:
+        step = x.join(e, left_on="n", right_on="src").select(n="dst", d=dd.col("d") + dd.col("w"))
+        return x.concat(step).group_by("n").agg(d=dd.min("d"))
+
+    return start.iterate(body)
+
+
+# ---------------------------------------------------------------------- worked streams
+
+
+def test_reachability_stream_table(runtime):
+    stream = [
+        [("roots", (0,), 1), ("edges", (0, 1), 1), ("edges", (1, 2), 1)],
+        [("edges", (2, 3), 1), ("edges", (1, 2), -1)],  # 2 and 3 now unreachable
+        [("edges", (0, 3), 1)],
+        [("roots", (0,), -1), ("roots", (2,), 1), ("edges", (1, 2), 1)],
+    ]
+    run = check_stream(lambda flow, i: reach(i["roots"], i["edges"]), GRAPH, stream, runtime,
+                       run_points=[])
+    #                                      n time diff
+    assert changes_table(run.outputs[0]) == [
+        (0, 0, 1),
+        (0, 3, -1),
+        (1, 0, 1),
+        (1, 3, -1),
+        (2, 0, 1),
+        (2, 1, -1),
+        (2, 3, 1),
+        (3, 2, 1),
+    ]
+
+
+def test_max_iterations_applies_the_body_k_times(runtime):
+    stream = [[("roots", (0,), 1), ("roots", (10,), 1)], [("roots", (10,), -1)]]
+
+    def build(flow, i):
+        r = i["roots"]
+        bump = r.iterate(lambda x: x.select(n=dd.col("n") + 1), max_iterations=3)
+        capped = r.iterate(lambda x: x.select(n=dd.least(dd.col("n") + 1, dd.lit(2))),
+                           max_iterations=5)  # converges at 2 before the limit
+        return [bump, capped]
+
+    run = check_stream(build, GRAPH, stream, runtime)
+    bump, capped = run.outputs
+    #                              n time diff
+    assert changes_table(bump) == [(3, 0, 1), (13, 0, 1), (13, 1, -1)]
+    assert changes_table(capped) == [(2, 0, 2), (2, 1, -1)]
+
+
+def test_nested_loops_stream_table(runtime):
+    stream = [
+        [("roots", (0,), 1), ("a", (0, 1), 1), ("a", (1, 2), 1), ("b", (2, 3), 1)],
+        [("a", (3, 4), 1)],
+        [("a", (1, 2), -1)],
+    ]
+    run = check_stream(lambda flow, i: nested_reach(i), NESTED, stream, runtime, run_points=[])
+    #                                      n time diff
+    assert changes_table(run.outputs[0]) == [
+        (0, 0, 1),
+        (1, 0, 1),
+        (2, 0, 1),
+        (2, 2, -1),
+        (3, 0, 1),
+        (3, 2, -1),
+        (4, 1, 1),
+        (4, 2, -1),
+    ]
+
+
+# ---------------------------------------------------------------------- properties
+
+
+@LOOP_SETTINGS
+@given(case=streams_and_run_points(graph_records, max_updates=6))
+def test_reachability_and_closure_match_reference(runtime, case):
+    stream, run_points = case
+
+    def build(flow, i):
+        return [reach(i["roots"], i["edges"]), closure(i["edges"])]
+
+    check_stream(build, GRAPH, stream, runtime, run_points)
+
+
+@LOOP_SETTINGS
+@given(case=streams_and_run_points(graph_records, max_updates=6))
+def test_label_propagation_matches_reference(runtime, case):
+    stream, run_points = case
+    check_stream(lambda flow, i: components(i["edges"]), GRAPH, stream, runtime, run_points)
+
+
+@LOOP_SETTINGS
+@given(case=streams_and_run_points(weighted_records, max_updates=6))
+def test_shortest_distances_match_reference(runtime, case):
+    stream, run_points = case
+    check_stream(lambda flow, i: distances(i["roots"], i["edges"]), WEIGHTED, stream, runtime,
+                 run_points)
+
+
+@LOOP_SETTINGS
+@given(case=streams_and_run_points(graph_records, max_updates=6), k=st.integers(1, 3))
+def test_max_iterations_matches_reference(runtime, case, k):
+    stream, run_points = case
+
+    def build(flow, i):
+        r = i["roots"]
+        return [
+            reach(r, i["edges"], max_iterations=k),
+            # never converges: only the limit stops it
+            r.iterate(lambda x: x.select(n=dd.col("n") + 1).concat(r), max_iterations=k),
+        ]
+
+    check_stream(build, GRAPH, stream, runtime, run_points)
+
+
+NESTED = {"roots": {"n": "int64"}, "a": {"src": "int64", "dst": "int64"},
+          "b": {"src": "int64", "dst": "int64"}}
+nested_records = {"roots": st.tuples(nodes), "a": st.tuples(nodes, nodes), "b": st.tuples(nodes, nodes)}
+
+
+def nested_reach(i: dict[str, dd.Collection]) -> dd.Collection:
+    """Reachability over ``a`` and ``b`` edges, two loops deep: each outer round closes the set
+    under ``a`` edges (the inner loop), then takes one step along ``b`` edges."""
+    a, b = i["a"].distinct(), i["b"].distinct()
+
+    def outer(x: dd.Collection) -> dd.Collection:
+        def inner(y: dd.Collection) -> dd.Collection:
+            step = y.join(a, left_on="n", right_on="src").select(n="dst")
+            return y.concat(step, x).distinct()  # x: the outer variable, entered
+
+        closed = x.iterate(inner)
+        return closed.concat(closed.join(b, left_on="n", right_on="src").select(n="dst")).distinct()
+
+    return i["roots"].distinct().iterate(outer)
+
+
+@LOOP_SETTINGS
+@given(case=streams_and_run_points(nested_records, max_updates=6))
+def test_nested_loops_match_reference(runtime, case):
+    stream, run_points = case
+
+    def build(flow, i):
+        per_root_sizes = nested_reach(i).group_by("n").agg(c=dd.count())
+        return [nested_reach(i), per_root_sizes]
+
+    check_stream(build, NESTED, stream, runtime, run_points)
+
+
+@LOOP_SETTINGS
+@given(case=streams_and_run_points(weighted_records, max_updates=6))
+def test_nested_loops_with_reductions_match_reference(runtime, case):
+    """Inner loop: shortest distances over the current edge set, from the roots that still
+    have an out-edge; outer loop: drop the edges whose weight exceeds the number of nodes
+    reached (the edge set only shrinks, so the outer loop converges)."""
+    stream, run_points = case
+
+    def build(flow, i):
+        edges = i["edges"].distinct()
+        roots = i["roots"]
+
+        def outer(es: dd.Collection) -> dd.Collection:
+            live_roots = roots.semijoin(es, left_on="n", right_on="src")  # in the outer loop
+            dist = distances(live_roots, es)
+            size = dist.select(one=dd.lit(1)).group_by("one").agg(c=dd.count())
+            keep = es.with_columns(one=dd.lit(1)).join(size, on="one")
+            return keep.filter(dd.col("w") <= dd.col("c")).select("src", "dst", "w")
+
+        return edges.iterate(outer)
+
+    check_stream(build, WEIGHTED, stream, runtime, run_points)
+
+
+@LOOP_SETTINGS
+@given(case=streams_and_run_points(graph_records, max_updates=6))
+def test_prioritized_iterate_matches_reference(runtime, case):
+    stream, run_points = case
+
+    def build(flow, i):
+        e = i["edges"].distinct()
+        sym = e.concat(e.select(src="dst", dst="src")).distinct()
+        labels = sym.select(node="src", label="src").distinct()
+
+        def propagate(lab: dd.Collection) -> dd.Collection:
+            sent = lab.join(sym, left_on="node", right_on="src").select(node="dst", label="label")
+            return sent.concat(lab).group_by("node").agg(label=dd.min("label"))
+
+        def step(x: dd.Collection) -> dd.Collection:
+            return x.concat(x.join(e, left_on="n", right_on="src").select(n="dst")).distinct()
+
+        roots = i["roots"].distinct()
+        return [
+            labels.prioritized_iterate(propagate, priority=dd.col("label")),
+            roots.prioritized_iterate(step, priority=dd.col("n") % 2),
+            roots.prioritized_iterate(step, priority=4 - dd.col("n"), max_iterations=2),
+        ]
+
+    check_stream(build, GRAPH, stream, runtime, run_points)
