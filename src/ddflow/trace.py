@@ -35,6 +35,7 @@ class BatchKernels(Protocol):
               sums: Sequence[str]) -> Any: ...
     def lookup(self, batch: Any, codes: Any) -> Any: ...
     def concat(self, batches: Sequence[Any]) -> Any: ...
+    def height(self, batch: Any) -> int: ...
 
 
 class Spine:
@@ -89,7 +90,7 @@ class Spine:
         sb, sa = self.sizes.pop(), self.sizes.pop()
         merged = self.kernels.merge([a, b], self.time_type, self.since, self.sums)
         self.merged_records += sa + sb
-        h = len(merged)
+        h = self.kernels.height(merged)
         if h:
             self.batches.append(merged)
             self.sizes.append(h)
@@ -100,7 +101,8 @@ class Spine:
             return
         merged = self.kernels.merge(self.batches, self.time_type, self.since, self.sums)
         self.merged_records += sum(self.sizes)
-        self.batches, self.sizes = ([merged], [len(merged)]) if len(merged) else ([], [])
+        h = self.kernels.height(merged)
+        self.batches, self.sizes = ([merged], [h]) if h else ([], [])
 
     # ------------------------------------------------------------------ reading
 
@@ -108,11 +110,7 @@ class Spine:
         """The updates of the keys with the given (sorted, unique) codes, from every batch."""
         if not self.batches:
             return self.empty
-        parts = [self.kernels.lookup(b, codes) for b in self.batches]
-        parts = [p for p in parts if len(p)]
-        if not parts:
-            return self.empty
-        return self.kernels.concat(parts)
+        return self.kernels.concat([self.kernels.lookup(b, codes) for b in self.batches])
 
     def contents(self) -> Any:
         """Every update of the trace (for tests and debugging)."""

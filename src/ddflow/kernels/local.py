@@ -241,30 +241,6 @@ class LocalKernels:
         rest = allb.filter(t0 > last_epoch)
         return (ready if ready.height else None), ([rest] if rest.height else [])
 
-    def mask_in_advance(self, batch: pl.DataFrame, tt: TimeType, frontier: Sequence[Time]) -> pl.Series:
-        """Per row: is the row's time in advance of the frontier (not yet complete)?"""
-        cols = tt.columns()
-        if not frontier:
-            return pl.Series([False] * batch.height, dtype=pl.Boolean)
-        expr: pl.Expr | None = None
-        for f in frontier:
-            parts = []
-            i = 0
-            while i < tt.width:
-                if i in tt.pair_starts:
-                    p, it = pl.col(cols[i]), pl.col(cols[i + 1])
-                    parts.append((p > f[i]) | ((p == f[i]) & (it >= f[i + 1])))
-                    i += 2
-                else:
-                    parts.append(pl.col(cols[i]) >= f[i])
-                    i += 1
-            one = parts[0]
-            for q in parts[1:]:
-                one = one & q
-            expr = one if expr is None else (expr | one)
-        assert expr is not None
-        return batch.select(expr.alias("m")).to_series()
-
     # ------------------------------------------------------------------ arrangements
 
     def key_codes(self, frame: pl.DataFrame, keys: Sequence[str]) -> pl.Series:
