@@ -21,7 +21,8 @@ compaction relies on: for every ``u`` in advance of the frontier ``F`` (some ``f
 ``t <= u  iff  advance_by(t, F) <= u``.
 
 Scalar versions serve progress tracking (a few times at a time); the vectorized versions work on
-time columns (``n x width`` integer arrays, or Polars expressions) for the data plane.
+time columns (``n x width`` integer arrays) for the data plane. (The local runtime's Polars
+expressions for the same order live in :mod:`ddflow.kernels.local`.)
 
 >>> tt = TimeType(("product", "product"))
 >>> tt.less_equal((0, 1), (1, 1)), tt.less_equal((0, 2), (1, 1))

@@ -556,9 +556,11 @@ CASES: list[tuple[Expr, Callable[[dict[str, Any]], Any]]] = [
 
 
 def _same(got: Any, want: Any) -> bool:
-    if isinstance(want, float) and isinstance(got, float):
+    if got is None or want is None:
+        return got is None and want is None
+    if isinstance(got, float) and isinstance(want, (int, float)) and not isinstance(want, bool):
         return (math.isnan(got) and math.isnan(want)) or math.isclose(got, want, rel_tol=1e-6)
-    return type(got) is type(want) and got == want if got is not None else want is None
+    return type(got) is type(want) and got == want
 
 
 def _nullable(kind: st.SearchStrategy[Any], nullable: bool) -> st.SearchStrategy[Any]:
