@@ -273,6 +273,11 @@ class InputCollection(Collection):
             raise type(e)(getattr(e, "message", str(e)), site=site) from None
         self._accept(data, -1)
 
+    def _insert_native(self, df: Any, diff: str | None) -> None:
+        """Queue a batch already in the runtime's format (a Spark DataFrame on Spark)."""
+        self._check_open(call_site(), "insert")
+        self._native.append((df, diff))
+
     def _rows(self, rows: Iterable[Any], site: CallSite | None) -> pl.DataFrame:
         try:
             return self.schema.rows_to_frame(rows)
@@ -296,7 +301,9 @@ class InputCollection(Collection):
         )
         batch = self._flow.kernels.from_polars(batch)
         if self._native:
-            batch = self._flow.kernels.concat([batch, *self._native])
+            k = self._flow.kernels
+            natives = [k.native_updates(df, self.schema, diff, self._epoch) for df, diff in self._native]
+            batch = k.concat([batch, *natives])
             self._native = []
         self._messages.append((self._epoch, batch))
 
@@ -382,17 +389,20 @@ class Output:
         self._snapshot_cache: tuple[int, pl.DataFrame] | None = None
         #: wall-clock time at which each epoch completed (for latency measurements)
         self.completed_at: dict[int, float] = {}
+        #: called with every completed epoch, changed or not (sinks that keep state current)
+        self._epoch_listeners: list[Callable[[int], None]] = []
 
     def _on_epoch(self, epoch: int, changes: pl.DataFrame | None) -> None:
         self.complete_through = epoch
         self.completed_at[epoch] = _time.perf_counter()
-        if changes is None or changes.height == 0:
-            return
-        self._log.append((epoch, changes))
-        if self._subscribers:
-            df = _changes_frame(changes, self.schema)
-            for cb in self._subscribers:
-                cb(df)
+        if changes is not None and changes.height:
+            self._log.append((epoch, changes))
+            if self._subscribers:
+                df = _changes_frame(changes, self.schema)
+                for cb in self._subscribers:
+                    cb(df)
+        for listener in self._epoch_listeners:
+            listener(epoch)
 
     def subscribe(self, callback: Callable[[pd.DataFrame], None]) -> None:
         """Call ``callback`` with each completed epoch's non-empty changes (a pandas DataFrame of

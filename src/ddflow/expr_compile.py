@@ -510,32 +510,37 @@ def output_types(exprs: Sequence[Expr], names: Sequence[str], schema: Schema) ->
             pl.LazyFrame(schema=schema.polars_schema()).select(compiled).collect_schema()
         )
     except pl.exceptions.PolarsError as error:
-        message = str(error).splitlines()[0]
-        culprit = next((e for e in exprs if _fails_alone(e, checker, schema)), exprs[0])
-        _fail(f"cannot compute {culprit!r}: {message}", culprit.site)
+        # Blame the smallest failing node: its site is the line that went wrong.
+        for node in (n for e in exprs for n in reversed(list(e.walk()))):
+            message = _polars_error(node, checker, schema)
+            if message is not None:
+                _fail(f"cannot compute {node!r}: {message}", node.site)
+        _fail(f"cannot compute {exprs[0]!r}: {str(error).splitlines()[0]}", exprs[0].site)
     result = []
     for e, name, info in zip(exprs, names, infos, strict=True):
         dtype = polars_schema[name]
+        site = e.args[0].site if e.kind == "alias" else e.site  # the alias may be named_exprs' own
         if dtype == pl.Null():
             _fail(
                 f'{e!r} is always null and has no type: give it one, e.g. lit(None, dtype="int64")',
-                e.site,
+                site,
             )
         try:
             result.append(DType.from_polars(dtype, info.nullable))
         except SchemaError:
             _fail(
                 f"{e!r} makes Polars type {dtype}, which ddflow does not support; add .cast(...)",
-                e.site,
+                site,
             )
     return result
 
 
-def _fails_alone(e: Expr, checker: _Checker, schema: Schema) -> bool:
+def _polars_error(e: Expr, checker: _Checker, schema: Schema) -> str | None:
+    """The first line of the error Polars raises when resolving ``e`` alone, if it does."""
     try:
         pl.LazyFrame(schema=schema.polars_schema()).select(
             _PolarsCompiler(checker, e).visit(e)
         ).collect_schema()
-    except pl.exceptions.PolarsError:
-        return True
-    return False
+    except pl.exceptions.PolarsError as error:
+        return str(error).splitlines()[0]
+    return None

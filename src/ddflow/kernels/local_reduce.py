@@ -16,7 +16,15 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
-from ddflow.kernels.local import DIFF, KEY, QPREFIX, accumulate, join_exprs, time_columns
+from ddflow.kernels.local import (
+    DIFF,
+    KEY,
+    QPREFIX,
+    accumulate,
+    all_before,
+    join_exprs,
+    time_columns,
+)
 from ddflow.lattice import Time, TimeType
 
 if TYPE_CHECKING:
@@ -36,7 +44,9 @@ def interesting_times(new: pl.DataFrame, history: pl.DataFrame, tt: TimeType,
     rename = dict(zip(tcols, ecols))
     closed = fresh
     delta = fresh
-    if tt.is_total:
+    if all_before(history, fresh, tt, tcols, tcols):
+        closed = fresh  # no time of the key's history can lift a new time: the closure is N
+    elif tt.is_total:
         # lub(n, e) = max(n, e): the closure adds exactly the key's later times
         later = history.select(cols).unique().rename(rename).join(
             fresh.group_by(jkeys).agg(pl.col(tcols[0]).min()), on=jkeys

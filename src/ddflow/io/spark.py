@@ -1,0 +1,364 @@
+"""The Spark data pipeline: sources that turn Spark data into input changes, sinks that turn
+output changes back into Spark data. Used by both runtimes (on the local runtime the rows are
+moved through Arrow; on the Spark runtime they stay Spark DataFrames).
+
+Sources
+
+* :func:`insert_dataframe`: a DataFrame (or :func:`insert_table`: a table) as one epoch's
+  insertions, or, with ``diff=``, a DataFrame of changes;
+* :class:`FolderSource`: a folder of Parquet/CSV/JSON files where each new file or sub-folder
+  (in name order) is one epoch;
+* :class:`StreamingSource`: a Structured Streaming query whose micro-batches become epochs,
+  through ``foreachBatch``; a replayed micro-batch (same batch id) is ignored;
+* :class:`EventTimeWindow`: a sliding or tumbling window over an event-time column; records
+  whose window has expired are retracted.
+
+Sinks
+
+* :class:`ParquetChangeLog`: each completed epoch's changes (columns + ``time`` + ``diff``)
+  written to ``path/epoch=N``;
+* :class:`ParquetSnapshot`: the output's current contents kept in ``path``.
+
+Invariant of both sinks: an epoch is written whole or not at all (write to a temporary
+directory, then rename over the epoch's directory); writing an epoch again replaces it, so a
+restart after a failure never duplicates changes. ``pyspark`` is imported only here and in the
+Spark kernels.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import threading
+import uuid
+from typing import TYPE_CHECKING, Any
+
+import polars as pl
+
+from ddflow.errors import InputError, SchemaError, call_site
+
+if TYPE_CHECKING:
+    from ddflow.dataflow import Dataflow, InputCollection, Output
+
+__all__ = [
+    "EventTimeWindow",
+    "FolderSource",
+    "ParquetChangeLog",
+    "ParquetSnapshot",
+    "StreamingSource",
+    "insert_dataframe",
+    "insert_table",
+    "read_change_log",
+    "spark_schema",
+]
+
+
+def spark_schema(input: InputCollection) -> Any:
+    """The Spark ``StructType`` of an input's schema (for readers of files and streams)."""
+    from pyspark.sql.types import StructField, StructType, _parse_datatype_string
+
+    fields = [
+        StructField(n, _parse_datatype_string(dt.spark_type_name), dt.nullable)
+        for n, dt in input.schema.items()
+    ]
+    return StructType(fields)
+
+
+def _check_columns(input: InputCollection, df: Any, diff: str | None) -> None:
+    want = list(input.schema.names)
+    have = [c for c in df.columns if c != diff]
+    missing = [c for c in want if c not in have]
+    extra = [c for c in have if c not in want]
+    if missing or extra:
+        raise SchemaError(
+            f"Spark DataFrame for input {input.name!r} does not fit its schema: "
+            + (f"missing {missing} " if missing else "")
+            + (f"unexpected {extra}" if extra else ""),
+            site=call_site(),
+        )
+
+
+def insert_dataframe(input: InputCollection, df: Any, diff: str | None = None) -> None:
+    """Insert a Spark DataFrame's rows into ``input`` at its current epoch; with ``diff=name``
+    that integer column holds each row's change of multiplicity (a DataFrame of changes)."""
+    _check_columns(input, df, diff)
+    if diff is not None and diff not in df.columns:
+        raise InputError(f"no diff column {diff!r} in the DataFrame", site=call_site())
+    flow = input.flow
+    if getattr(flow.runtime, "name", "local") == "spark":
+        input._insert_native(df, diff)
+    else:
+        frame = pl.from_arrow(df.toArrow())
+        input.insert_frame(frame, diff=diff)
+
+
+def insert_table(input: InputCollection, spark: Any, table: str) -> None:
+    """Insert the rows of a Spark table into ``input`` at its current epoch."""
+    insert_dataframe(input, spark.table(table).select(*input.schema.names))
+
+
+class FolderSource:
+    """A folder whose new files (or sub-folders) are epochs, read with Spark.
+
+    ``poll()`` reads every entry not seen before, in name order, each as the insertions of one
+    epoch: it inserts, advances the flow by one epoch and runs it. Entries whose name starts
+    with ``_`` or ``.`` are ignored (temporary files of writers)."""
+
+    def __init__(self, spark: Any, input: InputCollection, path: str, format: str = "parquet",
+                 options: dict[str, str] | None = None, diff: str | None = None) -> None:
+        if format not in ("parquet", "csv", "json"):
+            raise InputError(f"unknown format {format!r}: parquet, csv or json", site=call_site())
+        self.spark = spark
+        self.input = input
+        self.path = path
+        self.format = format
+        self.options = dict(options or {})
+        if format == "csv":
+            self.options.setdefault("header", "true")
+        self.diff = diff
+        self.seen: set[str] = set()
+
+    def pending(self) -> list[str]:
+        if not os.path.isdir(self.path):
+            return []
+        names = sorted(n for n in os.listdir(self.path) if not n.startswith(("_", ".")))
+        return [n for n in names if n not in self.seen]
+
+    def poll(self) -> list[int]:
+        """Load every new entry as an epoch; returns the epochs loaded."""
+        flow = self.input.flow
+        loaded = []
+        schema = spark_schema(self.input)
+        if self.diff is not None:
+            from pyspark.sql.types import LongType, StructField
+
+            schema = schema.add(StructField(self.diff, LongType(), False))
+        for name in self.pending():
+            reader = self.spark.read.format(self.format).options(**self.options).schema(schema)
+            try:
+                df = reader.load(os.path.join(self.path, name))
+                df = df.select(*[c for c in schema.fieldNames()])
+                rows = df.toArrow()
+            except Exception as e:  # a malformed file: name it, keep what was accepted
+                raise InputError(f"cannot read {os.path.join(self.path, name)}: {e}") from e
+            frame = pl.from_arrow(rows)
+            epoch = self.input.epoch
+            self.input.insert_frame(frame, diff=self.diff)
+            self.seen.add(name)
+            flow.advance_to(epoch + 1)
+            flow.run()
+            loaded.append(epoch)
+        return loaded
+
+
+class EventTimeWindow:
+    """A window over an event-time column in front of an input: records enter the input when
+    they arrive and are retracted when their window expires.
+
+    * ``slide=None``: a sliding window of ``size``; a record is live while
+      ``time > watermark - size``;
+    * ``slide=size``: tumbling windows; a record is live while its window
+      ``[k*size, (k+1)*size)`` is the current one (the one holding the watermark).
+
+    The watermark is the largest event time seen, less ``lateness``. Records arriving at or
+    below the expiry bound are dropped (and counted in ``dropped``). The live records are kept
+    here, so that their retractions can be sent.
+    """
+
+    def __init__(self, input: InputCollection, time_column: str, size: int,
+                 slide: int | None = None, lateness: int = 0) -> None:
+        if time_column not in input.schema.names:
+            raise SchemaError(f"no event-time column {time_column!r} in the input's schema",
+                              site=call_site())
+        if slide is not None and slide != size:
+            raise InputError("slide must be None (sliding) or equal to size (tumbling)",
+                             site=call_site())
+        self.input = input
+        self.column = time_column
+        self.size = size
+        self.slide = slide
+        self.lateness = lateness
+        self.watermark: int | None = None
+        self.live = pl.DataFrame(schema=dict(input.schema.polars_schema()))
+        self.dropped = 0
+
+    def _bound(self) -> int | None:
+        """Records with event time <= bound have expired."""
+        if self.watermark is None:
+            return None
+        if self.slide is None:
+            return self.watermark - self.size
+        return (self.watermark // self.size) * self.size - 1
+
+    def add(self, frame: Any) -> None:
+        """Insert new records and retract those whose window has expired (at the input's
+        current epoch)."""
+        data = self.input.schema.frame_to_frame(frame)
+        times = data.get_column(self.column)
+        if data.height:
+            top = int(times.max()) - self.lateness  # type: ignore[arg-type]
+            self.watermark = top if self.watermark is None else max(self.watermark, top)
+        bound = self._bound()
+        if bound is not None:
+            late = data.filter(pl.col(self.column) <= bound)
+            self.dropped += late.height
+            data = data.filter(pl.col(self.column) > bound)
+            expired = self.live.filter(pl.col(self.column) <= bound)
+            if expired.height:
+                self.input.remove_frame(expired)
+            self.live = self.live.filter(pl.col(self.column) > bound)
+        if data.height:
+            self.input.insert_frame(data)
+            self.live = pl.concat([self.live, data])
+
+    def add_spark(self, df: Any) -> None:
+        self.add(pl.from_arrow(df.toArrow()))
+
+
+class StreamingSource:
+    """Feeds a Structured Streaming DataFrame into a flow: each micro-batch is one epoch.
+
+    ``foreachBatch`` calls back on the driver; the callback inserts the batch (through ``into``:
+    an input, or an :class:`EventTimeWindow`), advances the flow one epoch and runs it. A
+    micro-batch id at or below the last one processed is a replay after a failure and is
+    skipped, so each micro-batch lands in exactly one epoch."""
+
+    def __init__(self, stream: Any, into: InputCollection | EventTimeWindow, flow: Dataflow,
+                 trigger: dict[str, Any] | None = None, checkpoint: str | None = None) -> None:
+        self.flow = flow
+        self.into = into
+        self.last_batch = -1
+        self.batches = 0
+        self.error: BaseException | None = None
+        self._lock = threading.Lock()
+        self._done = threading.Condition(self._lock)
+        writer = stream.writeStream.foreachBatch(self._on_batch)
+        if trigger:
+            writer = writer.trigger(**trigger)
+        if checkpoint:
+            writer = writer.option("checkpointLocation", checkpoint)
+        self.query = writer.start()
+
+    def _input(self) -> InputCollection:
+        return self.into.input if isinstance(self.into, EventTimeWindow) else self.into
+
+    def _on_batch(self, df: Any, batch_id: int) -> None:
+        with self._lock:
+            try:
+                if batch_id <= self.last_batch:
+                    return
+                frame = pl.from_arrow(df.toArrow())
+                inp = self._input()
+                if isinstance(self.into, EventTimeWindow):
+                    self.into.add(frame)
+                else:
+                    inp.insert_frame(frame.select(list(inp.schema.names)))
+                self.flow.advance_to(inp.epoch + 1)
+                self.flow.run()
+                self.last_batch = batch_id
+                self.batches += 1
+            except BaseException as e:
+                self.error = e
+                raise
+            finally:
+                self._done.notify_all()
+
+    def wait_for(self, batches: int, timeout: float = 120.0) -> None:
+        """Block until ``batches`` micro-batches have been processed (or fail)."""
+        with self._lock:
+            ok = self._done.wait_for(lambda: self.batches >= batches or self.error is not None,
+                                     timeout=timeout)
+        if self.error is not None:
+            raise self.error
+        if not ok:
+            raise TimeoutError(f"only {self.batches} of {batches} micro-batches arrived")
+
+    def process_available(self) -> None:
+        """Process what the source has now (``processAllAvailable``)."""
+        self.query.processAllAvailable()
+        if self.error is not None:
+            raise self.error
+
+    def stop(self) -> None:
+        self.query.stop()
+
+
+# ---------------------------------------------------------------------- sinks
+
+
+def _replace_dir(tmp: str, final: str) -> None:
+    """Move a finished temporary directory over ``final`` (replacing an earlier attempt)."""
+    if os.path.exists(final):
+        shutil.rmtree(final)
+    os.replace(tmp, final)
+
+
+def _write_parquet(frame: pl.DataFrame, directory: str, spark: Any) -> None:
+    parent = os.path.dirname(directory.rstrip("/")) or "."
+    os.makedirs(parent, exist_ok=True)
+    tmp = os.path.join(parent, f"_tmp-{uuid.uuid4().hex}")
+    if spark is not None:
+        spark.createDataFrame(frame.to_arrow()).write.mode("overwrite").parquet(tmp)
+    else:
+        os.makedirs(tmp)
+        frame.write_parquet(os.path.join(tmp, "part-0.parquet"))
+    _replace_dir(tmp, directory)
+
+
+class ParquetChangeLog:
+    """Appends each completed epoch's changes to a Parquet change log at ``path/epoch=N``.
+
+    With a Spark session the files are written by Spark; without one, by Arrow (the same
+    layout: Spark reads it with ``spark.read.parquet(path)``, ``epoch`` a partition column)."""
+
+    def __init__(self, output: Output, path: str, spark: Any = None) -> None:
+        self.path = path
+        self.spark = spark
+        self.schema = output.schema
+        self.written: list[int] = []
+        output.subscribe(self.write)
+
+    def write(self, changes: Any, epoch: int | None = None) -> None:
+        frame = changes if isinstance(changes, pl.DataFrame) else pl.from_pandas(changes)
+        if epoch is None:
+            epochs = frame.get_column("time").unique().to_list()
+            for e in sorted(epochs):
+                self.write(frame.filter(pl.col("time") == e), int(e))
+            return
+        _write_parquet(frame, os.path.join(self.path, f"epoch={epoch:09d}"), self.spark)
+        self.written.append(epoch)
+
+
+class ParquetSnapshot:
+    """Keeps ``path`` holding the output's contents (columns + ``count``) as of the last
+    completed epoch; ``path/_EPOCH`` names that epoch."""
+
+    def __init__(self, output: Output, path: str, spark: Any = None, every: int = 1) -> None:
+        self.output = output
+        self.path = path
+        self.spark = spark
+        self.every = every
+        self.epoch: int | None = None
+        output._epoch_listeners.append(self._on_epoch)
+
+    def _on_epoch(self, epoch: int) -> None:
+        if epoch % self.every:
+            return
+        frame = self.output.snapshot_polars(epoch)
+        _write_parquet(frame, self.path, self.spark)
+        with open(os.path.join(self.path, "_EPOCH"), "w") as f:
+            f.write(str(epoch))
+        self.epoch = epoch
+
+
+def read_change_log(path: str) -> pl.DataFrame:
+    """The change log written by :class:`ParquetChangeLog`, as one Polars frame."""
+    parts = []
+    for name in sorted(os.listdir(path)):
+        if not name.startswith("epoch="):
+            continue
+        d = os.path.join(path, name)
+        files = [os.path.join(d, f) for f in sorted(os.listdir(d)) if f.endswith(".parquet")]
+        parts.extend(pl.read_parquet(f) for f in files)
+    return pl.concat(parts) if parts else pl.DataFrame()
+

@@ -1,0 +1,183 @@
+"""The Spark data pipeline end to end: folder and streaming sources, windows, Parquet sinks."""
+
+from __future__ import annotations
+
+import os
+import random
+
+
+import networkx as nx
+import polars as pl
+import pytest
+
+import ddflow as dd
+from ddflow.io import spark as io
+from ddflow.testing import frame_to_counter
+
+pytestmark = pytest.mark.spark
+
+
+def components(edges):
+    """Connected components by min-label propagation, written with the public operators."""
+    col = dd.col
+    sym = edges.select("src", "dst").concat(edges.select(src=col("dst"), dst=col("src")))
+    nodes = sym.select(node=col("src")).distinct().with_columns(label=col("node"))
+    return nodes.iterate(
+        lambda x: x.join(sym, left_on="node", right_on="src")
+        .select(node=col("dst"), label=col("label"))
+        .concat(nodes)
+        .group_by("node")
+        .agg(label=dd.min("label"))
+    )
+
+
+def nx_labels(edge_list):
+    g = nx.Graph()
+    g.add_edges_from(edge_list)
+    return {n: min(c) for c in nx.connected_components(g) for n in c}
+
+
+def write_epoch_files(folder, epochs, fmt="parquet"):
+    os.makedirs(folder, exist_ok=True)
+    for i, rows in enumerate(epochs):
+        frame = pl.DataFrame(rows, schema={"src": pl.Int64, "dst": pl.Int64, "ts": pl.Int64},
+                             orient="row")
+        path = os.path.join(folder, f"part-{i:04d}.{fmt}")
+        if fmt == "parquet":
+            frame.write_parquet(path)
+        else:
+            frame.write_csv(path)
+
+
+def test_folder_source_loads_each_file_as_an_epoch(spark, tmp_path):
+    rng = random.Random(1)
+    epochs = [[(rng.randrange(12), rng.randrange(12), i) for _ in range(6)] for i in range(4)]
+    folder = str(tmp_path / "in")
+    write_epoch_files(folder, epochs[:2], fmt="csv")
+    flow = dd.Dataflow()
+    edges = flow.input("edges", schema={"src": "int64", "dst": "int64", "ts": "int64"})
+    out = components(edges).output()
+    source = io.FolderSource(spark, edges, folder, format="csv")
+    assert source.poll() == [0, 1]
+    write_epoch_files(folder, epochs, fmt="csv")  # two more files appear
+    assert source.poll() == [2, 3]
+    assert source.poll() == []
+    seen = []
+    for e, rows in enumerate(epochs):
+        seen += [(s, d) for s, d, _ in rows]
+        snap = out.snapshot(epoch=e)
+        assert dict(zip(snap["node"], snap["label"])) == nx_labels(seen)
+
+
+def test_a_malformed_file_is_named_and_loses_nothing(spark, tmp_path):
+    folder = tmp_path / "in"
+    write_epoch_files(str(folder), [[(1, 2, 0)]])
+    (folder / "part-0001.parquet").write_bytes(b"this is not parquet")
+    flow = dd.Dataflow()
+    edges = flow.input("edges", schema={"src": "int64", "dst": "int64", "ts": "int64"})
+    out = edges.output()
+    source = io.FolderSource(spark, edges, str(folder))
+    with pytest.raises(dd.InputError, match="part-0001.parquet"):
+        source.poll()
+    assert frame_to_counter(out.snapshot(epoch=0)) == {(1, 2, 0): 1}
+
+
+def test_dataframe_and_change_sources(spark):
+    flow = dd.Dataflow()
+    xs = flow.input("xs", schema={"k": "str", "v": "int64"})
+    out = xs.group_by("k").agg(total=dd.sum("v")).output()
+    io.insert_dataframe(xs, spark.createDataFrame([("a", 1), ("b", 2), ("a", 3)], "k string, v long"))
+    flow.advance_to(1)
+    changes = spark.createDataFrame([("a", 1, -1), ("b", 5, 2)], "k string, v long, d long")
+    io.insert_dataframe(xs, changes, diff="d")
+    flow.advance_to(2)
+    flow.run()
+    assert frame_to_counter(out.snapshot(0)) == {("a", 4): 1, ("b", 2): 1}
+    assert frame_to_counter(out.snapshot(1)) == {("a", 3): 1, ("b", 12): 1}
+    with pytest.raises(dd.SchemaError, match="missing"):
+        io.insert_dataframe(xs, spark.createDataFrame([("a",)], "k string"))
+
+
+def test_event_time_windows_retract_what_expires():
+    flow = dd.Dataflow()
+    xs = flow.input("xs", schema={"id": "int64", "ts": "int64"})
+    out = xs.output()
+    sliding = io.EventTimeWindow(xs, "ts", size=10)
+    sliding.add(pl.DataFrame({"id": [1, 2], "ts": [0, 5]}))
+    flow.advance_to(1)
+    sliding.add(pl.DataFrame({"id": [3], "ts": [12]}))  # watermark 12: ts <= 2 expires
+    flow.advance_to(2)
+    sliding.add(pl.DataFrame({"id": [4], "ts": [1]}))  # late: dropped
+    flow.advance_to(3)
+    flow.run()
+    assert frame_to_counter(out.snapshot(1)) == {(2, 5): 1, (3, 12): 1}
+    assert sliding.dropped == 1
+
+    flow2 = dd.Dataflow()
+    ys = flow2.input("ys", schema={"id": "int64", "ts": "int64"})
+    out2 = ys.output()
+    tumbling = io.EventTimeWindow(ys, "ts", size=10, slide=10)
+    tumbling.add(pl.DataFrame({"id": [1, 2], "ts": [3, 9]}))
+    flow2.advance_to(1)
+    tumbling.add(pl.DataFrame({"id": [3], "ts": [14]}))  # window [10, 20) starts
+    flow2.advance_to(2)
+    flow2.run()
+    assert frame_to_counter(out2.snapshot(0)) == {(1, 3): 1, (2, 9): 1}
+    assert frame_to_counter(out2.snapshot(1)) == {(3, 14): 1}
+
+
+def test_sinks_replace_an_epoch_written_twice(tmp_path):
+    flow = dd.Dataflow()
+    xs = flow.input("xs", schema={"k": "int64"})
+    out = xs.output()
+    log = io.ParquetChangeLog(out, str(tmp_path / "log"))
+    xs.insert([1, 2])
+    flow.advance_to(1)
+    flow.run()
+    # a crashed earlier attempt left a temporary directory; the epoch is written again
+    os.makedirs(tmp_path / "log" / "_tmp-crashed")
+    log.write(out.changes())
+    replay = io.read_change_log(str(tmp_path / "log"))
+    assert sorted(replay.get_column("k").to_list()) == [1, 2]
+
+
+def test_streaming_files_into_windowed_components_and_parquet_sinks(spark, tmp_path):
+    rng = random.Random(7)
+    batches = []
+    for i in range(5):
+        batches.append([(rng.randrange(15), rng.randrange(15), 10 * i + j) for j in range(5)])
+    folder = str(tmp_path / "stream")
+    os.makedirs(folder)
+    flow = dd.Dataflow()
+    edges = flow.input("edges", schema={"src": "int64", "dst": "int64", "ts": "int64"})
+    out = components(edges).output()
+    log = io.ParquetChangeLog(out, str(tmp_path / "log"), spark=spark)
+    snap_sink = io.ParquetSnapshot(out, str(tmp_path / "snapshot"))
+    window = io.EventTimeWindow(edges, "ts", size=25)
+    stream = (spark.readStream.schema(io.spark_schema(edges)).option("maxFilesPerTrigger", 1)
+              .parquet(folder))
+    source = io.StreamingSource(stream, window, flow, checkpoint=str(tmp_path / "ckpt"))
+    try:
+        for i, rows in enumerate(batches):
+            write_epoch_files(folder + "/tmp", [rows])
+            os.replace(f"{folder}/tmp/part-0000.parquet", f"{folder}/batch-{i:03d}.parquet")
+            source.wait_for(i + 1, timeout=120)
+    finally:
+        source.stop()
+    assert source.batches == len(batches)
+    # the change log, replayed, equals the snapshot of every epoch
+    replay = spark.read.parquet(str(tmp_path / "log")).toPandas()
+    for e in range(len(batches)):
+        upto = replay[replay["time"] <= e]
+        acc = upto.groupby(["node", "label"])["diff"].sum()
+        acc = {k: v for k, v in acc.items() if v}
+        assert acc == frame_to_counter(out.snapshot(e))
+        # and the window kept exactly the edges of the last 25 time units
+        live = [r for b in batches[: e + 1] for r in b if r[2] > max(x[2] for x in batches[e]) - 25]
+        snap = out.snapshot(e)
+        assert dict(zip(snap["node"], snap["label"])) == nx_labels([(s, d) for s, d, _ in live])
+    table = pl.read_parquet(str(tmp_path / "snapshot") + "/*.parquet")
+    assert frame_to_counter(table) == frame_to_counter(out.snapshot())
+    assert snap_sink.epoch == len(batches) - 1
+    assert log.written == sorted(set(log.written))
+
