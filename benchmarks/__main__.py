@@ -9,6 +9,7 @@ import sys
 
 BENCHMARKS = {
     "updates": "benchmarks.updates",
+    "cc": "benchmarks.cc",
 }
 
 
