@@ -201,8 +201,8 @@ class Expr:
 
     # Methods ----------------------------------------------------------------------------------
 
-    def _function(self, name: str, *extra: Any, args: tuple[Expr, ...] = ()) -> Expr:
-        return Expr("function", (self, *args), (name, *extra), call_site())
+    def _function(self, name: str) -> Expr:
+        return Expr("function", (self,), (name,), call_site())
 
     def abs(self) -> Expr:
         """The absolute value.
@@ -258,7 +258,8 @@ class Expr:
         >>> col("x").fill_null(0)
         col("x").fill_null(0)
         """
-        return Expr("function", (self, _into(value, call_site())), ("fill_null",), call_site())
+        site = call_site()
+        return Expr("function", (self, _into(value, site)), ("fill_null",), site)
 
     def is_in(self, values: Iterable[Any]) -> Expr:
         """Whether the value is one of the given Python values (null where the value is null).
@@ -421,9 +422,14 @@ class Expr:
 
 
 def _key(e: Expr) -> tuple[Any, ...]:
+    return (e.kind, _typed(e.params), tuple(_key(a) for a in e.args))
+
+
+def _typed(value: Any) -> Any:
     # Types are part of the key because 1 == 1.0 == True in Python but not in a column.
-    params = tuple((type(p), p) for p in e.params)
-    return (e.kind, params, tuple(_key(a) for a in e.args))
+    if isinstance(value, tuple):
+        return tuple(_typed(v) for v in value)
+    return (type(value), value)
 
 
 def _show_param(x: Any) -> str:

@@ -37,7 +37,8 @@ Algorithms and the invariant each result satisfies at its fixed point:
   negative cycle (the loop would not converge). ``prioritized=True`` introduces the sources in
   order of ``floor(log2(offset + 1))``.
 * :func:`pagerank`: exact, deterministic PageRank in fixed-point arithmetic. Ranks are int64
-  *mass* (``rank = mass / scale``); every node starts with ``scale // n``, and each round is
+  *mass*, ``rank = mass / scale`` (``scale = 2**30`` by default); every node starts with
+  ``scale // n``, and each round is
   ``mass'(v) = teleport + sum over edges u -> v of (mass(u) * d // D) // outdeg(u)``, with
   ``teleport = (scale * (D - d) // D) // n`` and ``damping = d / D``. All arithmetic is integer
   (floor division), so the result is the same for every evaluation order and every epoch.
@@ -56,7 +57,8 @@ be used as it is, and they do not require a particular node type except where th
 
 from __future__ import annotations
 
-import math
+import functools
+import operator
 
 from ddflow.collection import Collection
 from ddflow.collection import count as dd_count
@@ -74,9 +76,6 @@ __all__ = [
     "strongly_connected_components",
 ]
 
-_LN2 = math.log(2.0)
-
-
 # ---------------------------------------------------------------------- helpers
 
 
@@ -91,10 +90,14 @@ def _node_set(e: Collection) -> Collection:
 
 
 def _log2_bucket(value: Expr) -> Expr:
-    """``floor(log2(max(value, 0) + 1))``: a non-negative integer that grows by one each time
+    """``floor(log2(max(value, 0) + 1))``, exactly, in integer arithmetic: the number of
+    ``k >= 1`` with ``value >= 2**k - 1``. A non-negative priority that grows by one each time
     ``value`` doubles, so that a prioritized loop has few priorities (Figure 10 uses
-    ``log(label + 1)`` for the same reason: too fine a priority leaves no parallelism)."""
-    return ((value.clip(lower=0) + 1).log() / _LN2).floor().cast("int64")
+    ``log(label + 1)`` for the same reason: too fine a priority leaves no parallelism).
+    Integer comparisons, not a float logarithm, so every record gets the same priority in
+    every batch."""
+    terms = [(value >= 2**k - 1).cast("int64") for k in range(1, 63)]
+    return functools.reduce(operator.add, terms)
 
 
 def _min_label_propagation(labels: Collection, e: Collection,
@@ -204,7 +207,9 @@ def strongly_connected_components(edges: Collection, src: str = "src",
     [1, 1, 1, 1]
     """
     e = _edge_set(edges, src, dst)
-    intra = e.iterate(lambda y: _trim_and_reverse(_trim_and_reverse(y)))
+    # the body ends in a reduce (distinct): it emits only real changes of the edge set, so the
+    # loop sees no differences (and stops) once the set stops changing
+    intra = e.iterate(lambda y: _trim_and_reverse(_trim_and_reverse(y)).distinct())
     on_cycle = _min_label_propagation(_node_set(intra).with_columns(label=col("node")), intra)
     nodes = _node_set(e)
     alone = nodes.antijoin(on_cycle, on="node").with_columns(label=col("node"))
@@ -308,7 +313,7 @@ def shortest_paths(edges: Collection, sources: Collection, src: str = "src", dst
 
 
 def pagerank(edges: Collection, iterations: int = 20, damping: float = 0.85,
-             src: str = "src", dst: str = "dst", *, scale: int = 10**9,
+             src: str = "src", dst: str = "dst", *, scale: int = 2**30,
              damping_denominator: int = 10**6) -> Collection:
     """PageRank by ``iterations`` rounds of power iteration, in exact integer arithmetic:
     ``(node, rank)`` for every endpoint of an edge, ``rank = mass / scale`` (a float64).
@@ -327,7 +332,10 @@ def pagerank(edges: Collection, iterations: int = 20, damping: float = 0.85,
     the mass of a node with no out-edge is dropped, not spread over all nodes as networkx
     does, so ranks sum to less than 1 when there are dangling nodes; and the result is the
     iterate after exactly ``iterations`` rounds, not after a convergence test. Parallel edges
-    count once. ``mass * d`` must fit in int64: ``scale * D < 2**63``.
+    count once. ``mass * d`` must fit in int64: ``scale * D < 2**63``. ``scale`` must be a
+    power of two, so that ``mass / scale`` is exact in float64 (a division by another constant
+    is not exact, and Polars rounds it differently in batches of different sizes, which would
+    keep a retracted rank from cancelling the inserted one).
 
     >>> import ddflow as dd
     >>> flow = dd.Dataflow()
@@ -342,9 +350,9 @@ def pagerank(edges: Collection, iterations: int = 20, damping: float = 0.85,
         raise SchemaError(f"pagerank: iterations must be at least 1, got {iterations}", site=site)
     d = round(damping * damping_denominator)
     big = damping_denominator
-    if not 0 <= d <= big or scale * big >= 2**63:
-        raise SchemaError("pagerank: damping must be in [0, 1] and scale * damping_denominator "
-                          "< 2**63", site=site)
+    if not 0 <= d <= big or scale * big >= 2**63 or scale < 1 or scale & (scale - 1):
+        raise SchemaError("pagerank: damping must be in [0, 1], scale a power of two, and "
+                          "scale * damping_denominator < 2**63", site=site)
     e = _edge_set(edges, src, dst)
     nodes = _node_set(e).with_columns(one=lit(0, "int64"))
     count = nodes.group_by("one").agg(n=dd_count())

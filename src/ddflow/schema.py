@@ -9,18 +9,18 @@ start with ``"__"``.
 The type system is small on purpose, so that every runtime (Polars locally, Spark on a
 cluster) represents each type exactly:
 
-=============  =================  ==============  =====================================
-ddflow type    Polars dtype       Spark type      Python values accepted in rows
-=============  =================  ==============  =====================================
-``int64``      ``Int64``          ``bigint``      ``int`` and NumPy integers (not bool)
-``int32``      ``Int32``          ``int``         ``int`` and NumPy integers (not bool)
-``float64``    ``Float64``        ``double``      ``float``, ``int`` (converted)
-``float32``    ``Float32``        ``float``       ``float``, ``int`` (converted)
-``bool``       ``Boolean``        ``boolean``     ``bool``
-``str``        ``String``         ``string``      ``str``
-``date``       ``Date``           ``date``        ``datetime.date`` (not a datetime)
-``datetime``   ``Datetime("us")`` ``timestamp_ntz``  naive ``datetime.datetime``
-=============  =================  ==============  =====================================
+============  ==================  =================  =====================================
+ddflow type   Polars dtype        Spark type         Python values accepted in rows
+============  ==================  =================  =====================================
+``int64``     ``Int64``           ``bigint``         ``int`` and NumPy integers (not bool)
+``int32``     ``Int32``           ``int``            ``int`` and NumPy integers (not bool)
+``float64``   ``Float64``         ``double``         ``float``, ``int`` (converted)
+``float32``   ``Float32``         ``float``          ``float``, ``int`` (converted)
+``bool``      ``Boolean``         ``boolean``        ``bool``
+``str``       ``String``          ``string``         ``str``
+``date``      ``Date``            ``date``           ``datetime.date`` (not a datetime)
+``datetime``  ``Datetime("us")``  ``timestamp_ntz``  naive ``datetime.datetime``
+============  ==================  =================  =====================================
 
 Invariants:
 
@@ -264,7 +264,9 @@ class Schema(Mapping[str, DType]):
 
     @classmethod
     def from_polars(
-        cls, schema: Mapping[str, pl.DataType], nullable: bool | Iterable[str] = False
+        cls,
+        schema: Mapping[str, pl.DataType | type[pl.DataType]],
+        nullable: bool | Iterable[str] = False,
     ) -> Schema:
         """The schema of a Polars schema; ``nullable`` is True, False or the nullable names.
 

@@ -151,7 +151,7 @@ def test_schema_repr_round_trips() -> None:
 
 def test_schema_is_immutable() -> None:
     with pytest.raises(AttributeError):
-        EDGES._columns = ()  # type: ignore[misc]
+        EDGES._columns = ()
     with pytest.raises(TypeError):
         EDGES["x"] = DType("int64")  # type: ignore[index]
 
@@ -329,7 +329,7 @@ def test_nulls_in_nullable_columns() -> None:
 
 
 def test_first_offending_row_is_named() -> None:
-    rows = [(i, "x", float(i)) for i in range(1000)]
+    rows: list[tuple[Any, ...]] = [(i, "x", float(i)) for i in range(1000)]
     rows[700] = (700, "x", "bad")
     rows[900] = (900, "x", "worse")
     assert "at row 700" in _error(EDGES.rows_to_frame, rows)
@@ -374,7 +374,7 @@ def test_rows_must_be_an_iterable_of_rows(rows: Any) -> None:
 
 
 def test_a_million_tuples_convert_quickly() -> None:
-    rows = [(i, f"n{i}", i * 0.5) for i in range(1_000_000)]
+    rows: list[tuple[Any, ...]] = [(i, f"n{i}", i * 0.5) for i in range(1_000_000)]
     start = time.perf_counter()
     frame = EDGES.rows_to_frame(rows)
     elapsed = time.perf_counter() - start
