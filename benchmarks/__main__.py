@@ -10,6 +10,7 @@ import sys
 BENCHMARKS = {
     "updates": "benchmarks.updates",
     "cc": "benchmarks.cc",
+    "figure1": "benchmarks.figure1",
 }
 
 

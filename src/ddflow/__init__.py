@@ -32,6 +32,16 @@ from ddflow.timely import Vertex
 
 __version__ = "0.1.0"
 
+
+def __getattr__(name: str) -> object:
+    # the Spark runtime imports pyspark; load it only when it is asked for
+    if name == "SparkRuntime":
+        from ddflow.kernels.spark import SparkRuntime
+
+        return SparkRuntime
+    raise AttributeError(f"module 'ddflow' has no attribute {name!r}")
+
+
 __all__ = [
     "Agg",
     "Arranged",
@@ -50,6 +60,7 @@ __all__ = [
     "Probe",
     "Schema",
     "SchemaError",
+    "SparkRuntime",
     "TimeError",
     "TimelyError",
     "Vertex",

@@ -57,14 +57,11 @@ be used as it is, and they do not require a particular node type except where th
 
 from __future__ import annotations
 
-import functools
-import operator
-
 from ddflow.collection import Collection
 from ddflow.collection import count as dd_count
 from ddflow.collection import min as dd_min
 from ddflow.collection import sum as dd_sum
-from ddflow.errors import SchemaError, call_site
+from ddflow.errors import GraphError, SchemaError, call_site
 from ddflow.expr import Expr, col, lit
 
 __all__ = [
@@ -96,8 +93,10 @@ def _log2_bucket(value: Expr) -> Expr:
     ``log(label + 1)`` for the same reason: too fine a priority leaves no parallelism).
     Integer comparisons, not a float logarithm, so every record gets the same priority in
     every batch."""
-    terms = [(value >= 2**k - 1).cast("int64") for k in range(1, 63)]
-    return functools.reduce(operator.add, terms)
+    bucket = (value >= 1).cast("int64")
+    for k in range(2, 63):
+        bucket = bucket + (value >= 2**k - 1).cast("int64")
+    return bucket
 
 
 def _min_label_propagation(labels: Collection, e: Collection,
@@ -347,11 +346,11 @@ def pagerank(edges: Collection, iterations: int = 20, damping: float = 0.85,
     """
     site = call_site()
     if iterations < 1:
-        raise SchemaError(f"pagerank: iterations must be at least 1, got {iterations}", site=site)
+        raise GraphError(f"pagerank: iterations must be at least 1, got {iterations}", site=site)
     d = round(damping * damping_denominator)
     big = damping_denominator
     if not 0 <= d <= big or scale * big >= 2**63 or scale < 1 or scale & (scale - 1):
-        raise SchemaError("pagerank: damping must be in [0, 1], scale a power of two, and "
+        raise GraphError("pagerank: damping must be in [0, 1], scale a power of two, and "
                           "scale * damping_denominator < 2**63", site=site)
     e = _edge_set(edges, src, dst)
     nodes = _node_set(e).with_columns(one=lit(0, "int64"))

@@ -6,11 +6,13 @@ the input is a multiset, so an edge may be present more than once and still coun
 After every epoch the maintained result must equal the algorithm recomputed from scratch by
 NetworkX (or, for PageRank, by the same integer arithmetic in plain Python) on the edges
 present at that epoch. The graphs are small because every epoch costs ddflow a few hundred
-milliseconds of per-operator overhead; the number of epochs is what finds bugs.
+milliseconds of per-operator overhead; the number of epochs is what finds bugs
+(``DDFLOW_GRAPH_EXAMPLES=10`` runs ten times as many examples).
 """
 
 from __future__ import annotations
 
+import os
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
@@ -28,8 +30,12 @@ Edge = tuple[int, ...]
 Step = tuple[list[Any], list[Edge]]
 
 
+#: multiply the number of examples, e.g. DDFLOW_GRAPH_EXAMPLES=10 for a long soak run
+EXAMPLES = float(os.environ.get("DDFLOW_GRAPH_EXAMPLES", "1"))
+
+
 def graph_settings(examples: int) -> settings:
-    return settings(max_examples=examples, deadline=None, database=None,
+    return settings(max_examples=max(1, round(examples * EXAMPLES)), deadline=None, database=None,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
 
@@ -147,7 +153,7 @@ def nx_multi_source(edges: set[Edge], sources: dict[int, int]) -> set[tuple[int,
 # ---------------------------------------------------------------------- components
 
 
-@graph_settings(10)
+@graph_settings(14)
 @given(edge_streams())
 def test_connected_components_matches_networkx(stream):
     _, initial, steps = stream
@@ -155,7 +161,7 @@ def test_connected_components_matches_networkx(stream):
                {"src": "int64", "dst": "int64"}, initial, steps, nx_components)
 
 
-@graph_settings(5)
+@graph_settings(7)
 @given(edge_streams(nodes=(10, 30), epochs=(3, 6)))
 def test_prioritized_connected_components_matches_networkx(stream):
     _, initial, steps = stream
@@ -163,7 +169,7 @@ def test_prioritized_connected_components_matches_networkx(stream):
                {"src": "int64", "dst": "int64"}, initial, steps, nx_components)
 
 
-@graph_settings(6)
+@graph_settings(8)
 @given(edge_streams(nodes=(10, 30), epochs=(3, 6)))
 def test_reachability_labels_match_networkx_ancestors(stream):
     _, initial, steps = stream
@@ -181,6 +187,16 @@ def test_cutting_a_path_splits_its_component_and_rejoining_merges_it(prioritized
                          ([(0, 1)], [(11, 0)])]
     run_stream(lambda flow, e: dd.graph.connected_components(e, prioritized=prioritized),
                {"src": "int64", "dst": "int64"}, path, steps, nx_components)
+
+
+def test_prioritized_components_with_negative_and_huge_ids():
+    """Priorities are ``floor(log2(max(label, 0) + 1))``: negative ids share priority 0 and
+    ids near 2**63 the last one; the labels are the same as without priorities."""
+    big = 2**63 - 1
+    edges = [(-5, 3), (3, big), (big - 1, 7), (-(2**63), -1), (10**12, 2**40)]
+    steps: list[Step] = [([(3, big)], [(7, -5)]), ([(-5, 3)], [(big, 2**40)])]
+    run_stream(lambda flow, e: dd.graph.connected_components(e, prioritized=True),
+               {"src": "int64", "dst": "int64"}, edges, steps, nx_components)
 
 
 @st.composite
@@ -203,7 +219,7 @@ def planted_cycle_streams(draw: st.DrawFn) -> tuple[int, list[Edge], list[Step]]
     return n, edges, steps
 
 
-@graph_settings(4)
+@graph_settings(5)
 @given(planted_cycle_streams())
 def test_strongly_connected_components_match_networkx(stream):
     _, initial, steps = stream
@@ -270,7 +286,7 @@ def drive_distances(build, initial, steps, toggles, weights: bool, offsets: bool
     run_stream(make, schema, initial, steps, oracle, before_epoch)
 
 
-@graph_settings(6)
+@graph_settings(8)
 @given(st.data())
 def test_bfs_matches_networkx_from_changing_roots(data):
     initial, steps, toggles = distance_stream(data.draw, weights=False, offsets=False)
@@ -278,7 +294,7 @@ def test_bfs_matches_networkx_from_changing_roots(data):
                     weights=False, offsets=False)
 
 
-@graph_settings(6)
+@graph_settings(8)
 @given(st.data())
 def test_shortest_paths_match_networkx_dijkstra_multi_source(data):
     initial, steps, toggles = distance_stream(data.draw, weights=True, offsets=False)
@@ -286,7 +302,7 @@ def test_shortest_paths_match_networkx_dijkstra_multi_source(data):
                     weights=True, offsets=False)
 
 
-@graph_settings(4)
+@graph_settings(5)
 @given(st.data())
 def test_prioritized_shortest_paths_with_source_offsets_match_networkx(data):
     initial, steps, toggles = distance_stream(data.draw, weights=True, offsets=True)
@@ -321,7 +337,7 @@ def reference_pagerank(edges: set[Edge], iterations: int, damping: float = 0.85,
     return mass
 
 
-@graph_settings(4)
+@graph_settings(5)
 @given(edge_streams(nodes=(10, 25), epochs=(3, 6)))
 def test_pagerank_equals_integer_reference_exactly(stream):
     _, initial, steps = stream
@@ -365,3 +381,28 @@ def test_pagerank_loses_the_rank_of_dangling_nodes():
     got = dict(rows(out))
     assert got == {v: m / SCALE for v, m in reference_pagerank({(1, 2), (2, 3)}, 10).items()}
     assert sum(got.values()) < 0.9
+
+
+# ---------------------------------------------------------------------- errors
+
+
+def test_mistakes_are_reported_at_the_callers_line():
+    flow = dd.Dataflow()
+    edges = flow.input("edges", schema={"src": "int64", "dst": "int64", "weight": "float64"})
+    sources = flow.input("sources", schema={"node": "int64"})
+    names = flow.input("names", schema={"src": "str", "dst": "str"})
+    with pytest.raises(dd.GraphError, match="power of two") as e:
+        dd.graph.pagerank(edges, scale=10**9)
+    assert e.value.site is not None and e.value.site.filename == __file__
+    with pytest.raises(dd.GraphError, match="iterations"):
+        dd.graph.pagerank(edges, iterations=0)
+    with pytest.raises(dd.SchemaError, match="integer weights"):
+        dd.graph.shortest_paths(edges, sources, prioritized=True)
+    with pytest.raises(dd.SchemaError, match="integer node ids"):
+        dd.graph.connected_components(names, prioritized=True)
+    # string node ids are fine where no priority is needed
+    out = dd.graph.connected_components(names).output()
+    names.insert([("b", "a"), ("c", "d")])
+    flow.advance_to(1)
+    flow.run()
+    assert rows(out) == {("a", "a"), ("b", "a"), ("c", "c"), ("d", "c")}

@@ -15,8 +15,11 @@ on one of them. A new runtime (``"spark"``) is added in exactly these two places
 
 from __future__ import annotations
 
+import signal
+import threading
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import pandas as pd
@@ -31,7 +34,8 @@ RUNTIMES: list[str] = ["local"]
 
 Update = tuple[str, tuple[Any, ...], int]
 Stream = Sequence[Sequence[Update]]
-Build = Callable[[dd.Dataflow, dict[str, dd.InputCollection]], "dd.Collection | Sequence[dd.Collection]"]
+Build = Callable[[dd.Dataflow, dict[str, dd.InputCollection]],
+                 "dd.Collection | Sequence[dd.Collection]"]
 
 
 def make_flow(runtime: str) -> dd.Dataflow:
@@ -69,9 +73,44 @@ def feed(inputs: Mapping[str, dd.InputCollection], updates: Iterable[Update]) ->
         inputs[name].update(batch)
 
 
+class NonTermination(AssertionError):
+    """A run did not finish within its time budget (e.g. a loop that never quiesces)."""
+
+
+@contextmanager
+def time_budget(seconds: float, what: str) -> Iterator[None]:
+    """Fail with :class:`NonTermination` if the block runs longer than ``seconds`` (on the main
+    thread, where signals can interrupt it; elsewhere the block runs unguarded)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def expire(signum: int, frame: Any) -> None:
+        raise NonTermination(f"{what} did not finish within {seconds} s")
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+#: seconds a whole stream may take to run before it counts as not terminating
+RUN_BUDGET = 60.0
+
+
 def run_stream(build: Build, schemas: Mapping[str, Mapping[str, str]], stream: Stream,
-               runtime: str, run_points: Iterable[int] | None = None) -> Run:
+               runtime: str, run_points: Iterable[int] | None = None,
+               budget: float = RUN_BUDGET) -> Run:
     """Build a flow, feed ``stream``, running after the epochs in ``run_points`` and at the end."""
+    with time_budget(budget, f"running the stream {list(map(list, stream))}"):
+        return _run_stream(build, schemas, stream, runtime, run_points)
+
+
+def _run_stream(build: Build, schemas: Mapping[str, Mapping[str, str]], stream: Stream,
+                runtime: str, run_points: Iterable[int] | None) -> Run:
     flow = make_flow(runtime)
     inputs = {name: flow.input(name, schema=schema) for name, schema in schemas.items()}
     built = build(flow, inputs)
@@ -98,7 +137,7 @@ def changes_through(changes: pd.DataFrame, epoch: int) -> Counter:
 
 
 def describe(expected: Counter, actual: Counter) -> str:
-    missing = {r: expected[r] - actual.get(r, 0) for r in expected if expected[r] != actual.get(r, 0)}
+    missing = {r: m - actual.get(r, 0) for r, m in expected.items() if m != actual.get(r, 0)}
     extra = {r: actual[r] for r in actual if r not in expected}
     return f"missing (record: expected - actual) {missing}; extra {extra}"
 
@@ -121,7 +160,8 @@ def check_run(run: Run, epochs: Iterable[int] | None = None) -> None:
             got = frame_to_counter(out.snapshot(epoch=e))
             assert got == want[out], (
                 f"output {i} at epoch {e}: {describe(want[out], got)}\n"
-                f"expected {dict(want[out])}\n     got {dict(got)}\nstream {list(map(list, stream))}"
+                f"expected {dict(want[out])}\n     got {dict(got)}\n"
+                f"stream {list(map(list, stream))}"
             )
             replayed = changes_through(out.changes(), e)
             assert replayed == got, (
@@ -131,9 +171,10 @@ def check_run(run: Run, epochs: Iterable[int] | None = None) -> None:
 
 
 def check_stream(build: Build, schemas: Mapping[str, Mapping[str, str]], stream: Stream,
-                 runtime: str, run_points: Iterable[int] | None = None) -> Run:
+                 runtime: str, run_points: Iterable[int] | None = None,
+                 budget: float = RUN_BUDGET) -> Run:
     """Run ``stream`` and check every output at every epoch against the reference."""
-    run = run_stream(build, schemas, stream, runtime, run_points)
+    run = run_stream(build, schemas, stream, runtime, run_points, budget)
     check_run(run)
     return run
 
@@ -162,8 +203,10 @@ def streams(records: Mapping[str, st.SearchStrategy[tuple[Any, ...]]], max_epoch
 
 
 @st.composite
-def streams_and_run_points(draw: st.DrawFn, records: Mapping[str, st.SearchStrategy[tuple[Any, ...]]],
-                           max_epochs: int = 5, max_updates: int = 6) -> tuple[list[list[Update]], set[int]]:
+def streams_and_run_points(
+    draw: st.DrawFn, records: Mapping[str, st.SearchStrategy[tuple[Any, ...]]],
+    max_epochs: int = 5, max_updates: int = 6,
+) -> tuple[list[list[Update]], set[int]]:
     """A stream and the epochs after which to ``run()`` (often none: all epochs in flight)."""
     stream = draw(streams(records, max_epochs, max_updates))
     points = draw(st.sets(st.integers(0, len(stream) - 1), max_size=len(stream)))

@@ -5,10 +5,6 @@ from __future__ import annotations
 
 from collections import Counter
 
-from hypothesis import given
-from hypothesis import strategies as st
-
-import ddflow as dd
 from harness import (
     SETTINGS,
     changes_table,
@@ -17,6 +13,10 @@ from harness import (
     small_ints,
     streams_and_run_points,
 )
+from hypothesis import given
+from hypothesis import strategies as st
+
+import ddflow as dd
 
 LR = {"l": {"k": "int64", "a": "str"}, "r": {"k": "int64", "b": "int64"}}
 keys = st.integers(0, 3)
@@ -33,7 +33,8 @@ def test_join_stream_table(runtime):
         [("r", (1, 10), -1), ("r", (1, 11), 1)],
         [("l", (2, "b"), -1), ("l", (3, "c"), -1), ("r", (3, 30), 1)],
     ]
-    run = check_stream(lambda flow, i: i["l"].join(i["r"], on="k"), LR, stream, runtime, run_points=[1])
+    run = check_stream(lambda flow, i: i["l"].join(i["r"], on="k"), LR, stream, runtime,
+                       run_points=[1])
     #                                        k   a    b  time diff
     assert changes_table(run.outputs[0]) == [
         (1, "a", 10, 0, 1),
@@ -72,11 +73,11 @@ def test_joins_match_reference(runtime, case):
     stream, run_points = case
 
     def build(flow, i):
-        l, r = i["l"], i["r"]
+        left, r = i["l"], i["r"]
         return [
-            l.join(r, on="k"),
-            l.join(r, left_on="k", right_on="b"),
-            r.join(l, left_on=["k"], right_on=["k"]),
+            left.join(r, on="k"),
+            left.join(r, left_on="k", right_on="b"),
+            r.join(left, left_on=["k"], right_on=["k"]),
         ]
 
     check_stream(build, LR, stream, runtime, run_points)
@@ -88,11 +89,11 @@ def test_semijoin_antijoin_match_reference(runtime, case):
     stream, run_points = case
 
     def build(flow, i):
-        l, r = i["l"], i["r"]
+        left, r = i["l"], i["r"]
         return [
-            l.semijoin(r, on="k"),
-            l.antijoin(r, on="k"),
-            r.semijoin(l, left_on="b", right_on="k"),
+            left.semijoin(r, on="k"),
+            left.antijoin(r, on="k"),
+            r.semijoin(left, left_on="b", right_on="k"),
             r.antijoin(r.filter(dd.col("b") > 2), on="k"),
         ]
 

@@ -10,10 +10,6 @@ once; ``threshold(fn)`` gives each record multiplicity ``fn(m)``; ``reduce(fn)``
 
 from __future__ import annotations
 
-from hypothesis import given
-from hypothesis import strategies as st
-
-import ddflow as dd
 from harness import (
     SETTINGS,
     changes_table,
@@ -22,6 +18,10 @@ from harness import (
     small_ints,
     streams_and_run_points,
 )
+from hypothesis import given
+from hypothesis import strategies as st
+
+import ddflow as dd
 
 G = {"g": {"k": "int64", "v": "int64", "f": "float64"}}
 # dyadic floats: sums are exact in any order, so runtime and reference agree bit for bit
@@ -102,7 +102,11 @@ def test_distinct_and_threshold_stream_table(runtime):
 
     def build(flow, i):
         xs = i["g"].select("k")
-        return [xs.distinct(), xs.threshold(lambda m: 1 if m >= 2 else 0), xs.threshold(lambda m: -m)]
+        return [
+            xs.distinct(),
+            xs.threshold(lambda m: 1 if m >= 2 else 0),
+            xs.threshold(lambda m: -m),
+        ]
 
     run = check_stream(build, G, stream, runtime)
     distinct, at_least_two, negated = run.outputs

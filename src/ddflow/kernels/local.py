@@ -226,9 +226,8 @@ class LocalKernels:
         cols = tt.columns()
         if batch.height == 0:
             return []
-        arr = batch.select(cols).to_numpy()
-        times, counts = np.unique(arr, axis=0, return_counts=True)
-        return [(tuple(int(x) for x in t), int(c)) for t, c in zip(times, counts)]
+        counts = batch.group_by(cols).len()
+        return [(tuple(r[:-1]), int(r[-1])) for r in counts.iter_rows()]
 
     def split_complete(self, batches: Sequence[pl.DataFrame], last_epoch: int
                        ) -> tuple[pl.DataFrame | None, list[pl.DataFrame]]:
@@ -342,7 +341,8 @@ class LocalKernels:
 
     def key_set(self, batch: pl.DataFrame) -> np.ndarray:
         """The distinct key codes of an arranged batch (sorted), for lookups."""
-        return np.unique(batch.get_column(KEY).to_numpy())
+        # (polars' unique + sort is much faster than numpy.unique on large int64 arrays)
+        return batch.get_column(KEY).unique().sort().to_numpy()
 
     def height(self, batch: pl.DataFrame) -> int:
         return batch.height

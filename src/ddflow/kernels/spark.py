@@ -1,0 +1,746 @@
+"""The Spark runtime's data plane: batches of updates as Spark DataFrames.
+
+A *batch* is a ``pyspark.sql.DataFrame`` with the columns of a local batch (see
+:mod:`ddflow.kernels.local`): the data columns, ``__t0``, ``__t1``, ... (``bigint``) and
+``__diff`` (``bigint``). The operators, the scheduler and progress tracking run on the driver
+and are the same as the local runtime's; only these kernels differ. Invariants:
+
+* every kernel returns, row for row, what the local kernel returns for the same updates (row
+  order aside), so a dataflow's outputs are identical on both runtimes;
+* an *arranged* batch has ``__key`` (the key itself for one integer key column, else
+  ``xxhash64`` of the key columns, with integers widened so that ``int32`` and ``int64`` keys
+  agree; never null) and is hash-partitioned on it into ``partitions`` partitions and
+  persisted; every join or lookup also compares the real key columns, so colliding codes
+  only cost work;
+* a merged batch of a trace is partitioned the same way and checkpointed
+  (``localCheckpoint``) every ``checkpoint_every`` merges, so the lineage of a long-lived trace
+  stays short however many epochs and iterations it has seen; the batches a merge replaced
+  are unpersisted;
+* a lookup is a broadcast semi-join of the trace's batches with a small DataFrame of key
+  codes, and a delta meets its trace slice in a join that broadcasts the delta when it is
+  small, so the trace is never reshuffled;
+* only small facts reach the driver: counts, emptiness and the distinct times of a batch. The
+  facts a kernel learns about a DataFrame are remembered with it (a weak map), so the same
+  question is never asked twice and most are answered from what an earlier step counted.
+
+``pyspark`` is imported only by this module and its two companions
+(:mod:`~ddflow.kernels.spark_expr`, :mod:`~ddflow.kernels.spark_reduce`); ``import ddflow``
+does not import it.
+"""
+
+from __future__ import annotations
+
+import functools
+import operator
+import os
+import shutil
+import weakref
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import polars as pl
+import pyarrow as pa
+from pyspark import StorageLevel
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from ddflow.errors import DDFlowError
+from ddflow.kernels.local import LocalKernels
+from ddflow.kernels.spark_expr import SparkCompiled, arrow_type, compile_spark, spark_type_name
+from ddflow.lattice import Time, TimeType
+from ddflow.schema import Schema
+
+DIFF = "__diff"
+KEY = "__key"
+QPREFIX = "__q"
+#: the key code of a null single integer key (codes are never null; lookups re-check keys)
+NULL_CODE = -(2**63)
+_HASH_SEED = 0x5EED
+#: a batch of at most this many rows is broadcast to the trace it is joined with
+BROADCAST_ROWS = 200_000
+
+__all__ = ["DIFF", "KEY", "SparkKernels", "SparkRuntime", "SparkUnavailableError", "local_session"]
+
+_POLARS_TYPES: dict[str, pl.DataType] = {
+    "bigint": pl.Int64(),
+    "int": pl.Int32(),
+    "double": pl.Float64(),
+    "float": pl.Float32(),
+    "boolean": pl.Boolean(),
+    "string": pl.String(),
+    "date": pl.Date(),
+    "timestamp_ntz": pl.Datetime("us"),
+}
+
+
+class SparkUnavailableError(DDFlowError, RuntimeError):
+    """Spark cannot start here (no Java runtime)."""
+
+
+def require_java() -> str:
+    """The ``java`` executable Spark will use, or :class:`SparkUnavailableError` naming what
+    to install (checked before a session is started: without Java, pyspark fails obscurely).
+
+    >>> issubclass(SparkUnavailableError, DDFlowError)
+    True
+    """
+    home = os.environ.get("JAVA_HOME")
+    if home:
+        java = os.path.join(home, "bin", "java")
+        if os.path.isfile(java) and os.access(java, os.X_OK):
+            return java
+        raise SparkUnavailableError(
+            f"JAVA_HOME is {home!r}, but {java} is not an executable: the Spark runtime needs "
+            "a Java runtime (JDK 17 or 21); fix JAVA_HOME or unset it to use java from PATH"
+        )
+    java = shutil.which("java")
+    if java is None:
+        raise SparkUnavailableError(
+            "the Spark runtime needs a Java runtime (JDK 17 or 21), and there is no JAVA_HOME "
+            "and no java on PATH; install one (e.g. apt-get install openjdk-17-jre-headless) "
+            "or use the local runtime (dd.Dataflow() without runtime=)"
+        )
+    return java
+
+
+def local_session(app: str = "ddflow", partitions: int = 4) -> SparkSession:
+    """A Spark session on this machine (``local[2]``) with ``partitions`` shuffle partitions,
+    no UI, no progress bars and no packages to download; checks for Java first."""
+    require_java()
+    return (
+        SparkSession.builder.master("local[2]")
+        .appName(app)
+        .config("spark.sql.shuffle.partitions", str(partitions))
+        .config("spark.default.parallelism", str(partitions))
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.log.level", "ERROR")
+        .getOrCreate()
+    )
+
+
+class SparkRuntime:
+    """Run a dataflow on Spark: ``dd.Dataflow(runtime=dd.SparkRuntime(spark))``.
+
+    ``partitions`` is the number of key partitions of every arrangement (default: the
+    session's ``spark.sql.shuffle.partitions``); ``checkpoint_every`` checkpoints every that
+    many merges of a trace (1: every merge).
+    """
+
+    name = "spark"
+
+    def __init__(self, spark: SparkSession, partitions: int | None = None,
+                 checkpoint_every: int = 1) -> None:
+        if partitions is None:
+            partitions = int(spark.conf.get("spark.sql.shuffle.partitions") or 4)
+        if partitions < 1 or checkpoint_every < 1:
+            raise ValueError("partitions and checkpoint_every must be at least 1")
+        self.spark = spark
+        self.kernels = SparkKernels(spark, partitions, checkpoint_every)
+
+    def to_polars(self, data: Any) -> Any:
+        return self.kernels.to_polars(data)
+
+    def release(self) -> None:
+        """Unpersist every DataFrame this runtime persisted (the flow is done)."""
+        self.kernels.release()
+
+
+# ---------------------------------------------------------------------- facts
+
+
+@dataclass
+class _Facts:
+    """What the driver knows about a batch without looking at it again."""
+
+    count: int | None = None
+    #: rows per time, when known (then also the count and the distinct times)
+    time_counts: dict[Time, int] | None = None
+    #: an upper bound of the rows (for key sets: the rows of the batch they came from)
+    bound: int | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+# ---------------------------------------------------------------------- time expressions
+
+
+def time_columns(tt: TimeType, prefix: str = "__t") -> list[str]:
+    return [f"{prefix}{i}" for i in range(tt.width)]
+
+
+def le_column(tt: TimeType, a: Sequence[str], b: Sequence[str]) -> Column:
+    """The time in columns ``a`` is ``<=`` the time in columns ``b``."""
+    parts: list[Column] = []
+    i = 0
+    while i < tt.width:
+        if i in tt.pair_starts:
+            pa_, ia, pb, ib = F.col(a[i]), F.col(a[i + 1]), F.col(b[i]), F.col(b[i + 1])
+            parts.append((pa_ < pb) | ((pa_ == pb) & (ia <= ib)))
+            i += 2
+        else:
+            parts.append(F.col(a[i]) <= F.col(b[i]))
+            i += 1
+    return functools.reduce(operator.and_, parts)
+
+
+def join_columns(tt: TimeType, a: Sequence[Column], b: Sequence[Column],
+                 out: Sequence[str]) -> list[Column]:
+    """The least upper bound of times ``a`` and ``b``, named ``out``."""
+    cols: list[Column] = []
+    i = 0
+    while i < tt.width:
+        if i in tt.pair_starts:
+            pa_, ia, pb, ib = a[i], a[i + 1], b[i], b[i + 1]
+            take_b = (pb > pa_) | ((pb == pa_) & (ib > ia))
+            cols.append(F.when(take_b, pb).otherwise(pa_).alias(out[i]))
+            cols.append(F.when(take_b, ib).otherwise(ia).alias(out[i + 1]))
+            i += 2
+        else:
+            cols.append(F.greatest(a[i], b[i]).alias(out[i]))
+            i += 1
+    return cols
+
+
+def meet_columns(tt: TimeType, a: Sequence[Column], b: Sequence[Column]) -> list[Column]:
+    """The greatest lower bound of times ``a`` and ``b``."""
+    cols: list[Column] = []
+    i = 0
+    while i < tt.width:
+        if i in tt.pair_starts:
+            pa_, ia, pb, ib = a[i], a[i + 1], b[i], b[i + 1]
+            take_b = (pb < pa_) | ((pb == pa_) & (ib < ia))
+            cols += [F.when(take_b, pb).otherwise(pa_), F.when(take_b, ib).otherwise(ia)]
+            i += 2
+        else:
+            cols.append(F.least(a[i], b[i]))
+            i += 1
+    return cols
+
+
+def join_on(left: DataFrame, right: DataFrame, on: Sequence[str], how: str = "inner") -> DataFrame:
+    """Join on equal ``on`` columns, nulls equal to nulls (as grouping treats them); the ``on``
+    columns appear once, from ``left``."""
+    on = list(on)
+    renamed = right.select(
+        [F.col(c).alias(f"__j_{c}") if c in on else F.col(c) for c in right.columns]
+    )
+    cond = functools.reduce(
+        operator.and_, [F.col(c).eqNullSafe(F.col(f"__j_{c}")) for c in on]
+    )
+    joined = left.join(renamed, on=cond, how=how)
+    if how in ("left_semi", "left_anti"):
+        return joined
+    return joined.drop(*[f"__j_{c}" for c in on])
+
+
+# ---------------------------------------------------------------------- the kernels
+
+
+class SparkKernels:
+    """Bulk operations on Spark batches; one instance per dataflow."""
+
+    name = "spark"
+
+    def __init__(self, spark: SparkSession, partitions: int, checkpoint_every: int = 1) -> None:
+        self.spark = spark
+        self.partitions = partitions
+        self.checkpoint_every = checkpoint_every
+        self._facts: weakref.WeakKeyDictionary[DataFrame, _Facts] = weakref.WeakKeyDictionary()
+        self._persisted: list[weakref.ref[DataFrame]] = []
+        self._merges = 0
+        self._local = LocalKernels()
+        #: Spark jobs the kernels started (counts, collects, checkpoints), for tests
+        self.jobs = 0
+
+    # ------------------------------------------------------------------ facts
+
+    def facts(self, df: DataFrame) -> _Facts:
+        f = self._facts.get(df)
+        if f is None:
+            f = _Facts()
+            self._facts[df] = f
+        return f
+
+    def _known(self, df: DataFrame, count: int | None = None,
+               time_counts: Mapping[Time, int] | None = None,
+               like: DataFrame | None = None, times: bool = True) -> DataFrame:
+        """Record facts of ``df``: given ones, or the row facts of ``like`` (same rows)."""
+        f = self.facts(df)
+        if like is not None:
+            src = self._facts.get(like)
+            if src is not None:
+                f.count = src.count
+                f.bound = src.bound
+                if times:
+                    f.time_counts = src.time_counts
+        if count is not None:
+            f.count = count
+        if time_counts is not None:
+            f.time_counts = dict(time_counts)
+            f.count = sum(time_counts.values())
+        return df
+
+    def _empty_known(self, df: DataFrame) -> bool:
+        f = self._facts.get(df)
+        return f is not None and f.count == 0
+
+    def _materialize(self, df: DataFrame, tt: TimeType | None = None) -> DataFrame:
+        """``df`` computed once and kept, its lineage cut (a local checkpoint), in one job that
+        also counts its rows (per time, with ``tt``)."""
+        out = self._known(df.localCheckpoint(eager=False), like=df)
+        # the first action computes every partition and keeps it
+        if tt is None:
+            self.height(out)
+        else:
+            self.count_by_time(out, tt)
+        return out
+
+    def _persist(self, df: DataFrame) -> DataFrame:
+        out = df.persist(StorageLevel.MEMORY_AND_DISK)
+        self._persisted.append(weakref.ref(out))
+        return out
+
+    def _unpersist(self, df: DataFrame) -> None:
+        if df.is_cached:
+            df.unpersist(blocking=False)
+
+    def release(self) -> None:
+        for ref in self._persisted:
+            df = ref()
+            if df is not None:
+                self._unpersist(df)
+        self._persisted = []
+
+    # ------------------------------------------------------------------ construction
+
+    def struct(self, schema: Mapping[str, Any]) -> T.StructType:
+        """The Spark schema of a Polars schema of ddflow types (bookkeeping columns bigint)."""
+        fields = []
+        for name, dtype in schema.items():
+            dt = dtype() if isinstance(dtype, type) else dtype
+            type_name = "bigint" if name.startswith("__") else spark_type_name(dt)
+            fields.append(T.StructField(name, T._parse_datatype_string(type_name), True))
+        return T.StructType(fields)
+
+    def polars_schema(self, df: DataFrame) -> dict[str, pl.DataType]:
+        return {name: _POLARS_TYPES[t] for name, t in df.dtypes}
+
+    def empty(self, schema: Any, tt: TimeType) -> DataFrame:
+        full = dict(schema)
+        for c in tt.columns():
+            full[c] = pl.Int64()
+        full[DIFF] = pl.Int64()
+        df = self.spark.createDataFrame([], self.struct(full))
+        return self._known(df, time_counts={})
+
+    def from_polars(self, frame: pl.DataFrame) -> DataFrame:
+        """A Polars batch as a Spark batch (through Arrow, with the exact Spark types)."""
+        struct = self.struct(frame.schema)
+        target = pa.schema([(f.name, arrow_type(f.dataType.simpleString())) for f in struct])
+        table = frame.to_arrow().cast(target)
+        df = self.spark.createDataFrame(table, schema=struct)
+        self.facts(df).extra["polars"] = frame  # to_polars of it needs no job
+        tcols = sorted(
+            (c for c in frame.columns if c.startswith("__t") and c[3:].isdigit()),
+            key=lambda c: int(c[3:]),
+        )
+        if tcols and frame.height:
+            counts = frame.group_by(tcols).len().rows()
+            return self._known(df, time_counts={tuple(r[:-1]): r[-1] for r in counts})
+        return self._known(df, count=frame.height, time_counts={} if not frame.height else None)
+
+    def to_polars(self, batch: DataFrame) -> pl.DataFrame:
+        f = self._facts.get(batch)
+        if f is not None and "polars" in f.extra:
+            return f.extra["polars"]  # type: ignore[no-any-return]
+        if f is not None and f.count == 0:
+            return pl.DataFrame(schema=self.polars_schema(batch))
+        self.jobs += 1
+        frame = pl.from_arrow(batch.toArrow())
+        assert isinstance(frame, pl.DataFrame)
+        return frame
+
+    # ------------------------------------------------------------------ facts to the driver
+
+    def height(self, batch: DataFrame) -> int:
+        f = self.facts(batch)
+        if f.count is None:
+            self.jobs += 1
+            f.count = batch.count()
+            if f.count == 0:
+                f.time_counts = {}
+                self._unpersist(batch)  # nothing to keep: every later use short-circuits
+        return f.count
+
+    def is_empty(self, batch: DataFrame) -> bool:
+        f = self.facts(batch)
+        if f.count is not None:
+            return f.count == 0
+        if f.extra.get("nonempty"):
+            return False
+        self.jobs += 1
+        if batch.isEmpty():
+            f.count, f.time_counts = 0, {}
+            return True
+        f.extra["nonempty"] = True
+        return False
+
+    def count_by_time(self, batch: DataFrame, tt: TimeType) -> list[tuple[Time, int]]:
+        """How many updates the batch holds at each time (one collect)."""
+        f = self.facts(batch)
+        if f.time_counts is None:
+            self.jobs += 1
+            cols = tt.columns()
+            rows = batch.groupBy(*cols).count().collect()
+            f.time_counts = {tuple(int(x) for x in r[:-1]): int(r[-1]) for r in rows}
+            f.count = sum(f.time_counts.values())
+        return sorted(f.time_counts.items())
+
+    def distinct_times(self, batch: DataFrame, tt: TimeType) -> list[Time]:
+        return [t for t, _ in self.count_by_time(batch, tt)]
+
+    # ------------------------------------------------------------------ linear
+
+    def compile(self, expr: Any, schema: Any, name: str | None) -> SparkCompiled:
+        """A column expression compiled, once, to a Spark column (see spark_expr)."""
+        return compile_spark(expr, schema, name)
+
+    def select(self, batch: DataFrame, compiled: Sequence[SparkCompiled], tt: TimeType) -> DataFrame:
+        out = batch.select(*[c.column for c in compiled], *tt.columns(), DIFF)
+        return self._known(out, like=batch)
+
+    def with_columns(self, batch: DataFrame, compiled: Sequence[SparkCompiled],
+                     names: Sequence[str], tt: TimeType) -> DataFrame:
+        new = {c.name: c.column for c in compiled if c.name is not None}
+        out = batch.withColumns(new).select(*names, *tt.columns(), DIFF)
+        return self._known(out, like=batch)
+
+    def filter(self, batch: DataFrame, predicate: SparkCompiled) -> DataFrame:
+        if self._empty_known(batch):
+            return batch
+        return batch.filter(predicate.column)
+
+    def map_rows(self, batch: DataFrame, fn: Callable[..., Any], schema: Any,
+                 src_names: Sequence[str], tt: TimeType, flat: bool) -> DataFrame:
+        """The local ``map_rows`` on every Arrow batch of every partition, on the executors."""
+        out_struct = self.struct({**dict(schema.polars_schema()),
+                                  **{c: pl.Int64() for c in tt.columns()}, DIFF: pl.Int64()})
+        if self._empty_known(batch):
+            return self._known(self.spark.createDataFrame([], out_struct), count=0)
+        target = pa.schema([(f.name, arrow_type(f.dataType.simpleString())) for f in out_struct])
+        local = self._local
+        names = list(src_names)
+        # a Schema does not pickle: ship its columns and rebuild it on the executors
+        columns = [(n, str(t)) for n, t in schema.items()]
+
+        def apply(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+            out_schema = Schema(columns)
+            for b in batches:
+                frame = pl.from_arrow(b)
+                assert isinstance(frame, pl.DataFrame)
+                out = local.map_rows(frame, fn, out_schema, names, tt, flat)
+                yield from out.to_arrow().cast(target).to_batches()
+
+        out = batch.mapInArrow(apply, out_struct)
+        return out if flat else self._known(out, like=batch)
+
+    def inspect(self, batch: DataFrame, fn: Callable[[Any], None], names: Sequence[str],
+                tt: TimeType) -> DataFrame:
+        """Call ``fn`` with the batch collected to a Polars frame (inspect is for debugging)."""
+        self._local.inspect(self.to_polars(batch), fn, names, tt)
+        return batch
+
+    def concat(self, batches: Sequence[DataFrame]) -> DataFrame:
+        if len(batches) == 1:
+            return batches[0]
+        nonempty = [b for b in batches if not self._empty_known(b)]
+        if len(nonempty) <= 1:
+            return nonempty[0] if nonempty else batches[0]
+        first = nonempty[0]
+        columns = first.columns
+        types = first.dtypes
+        parts = [first]
+        for b in nonempty[1:]:
+            if b.dtypes != types:  # e.g. a Spark DataFrame inserted as it was given
+                b = b.select(*[F.col(n).cast(t) for n, t in types])
+            parts.append(b.select(*columns))
+        out = functools.reduce(DataFrame.union, parts)
+        facts = [self._facts.get(b) for b in nonempty]
+        if all(f is not None and f.count is not None for f in facts):
+            total: dict[Time, int] | None = {}
+            for f in facts:
+                assert f is not None
+                if f.time_counts is None or total is None:
+                    total = None
+                    continue
+                for t, n in f.time_counts.items():
+                    total[t] = total.get(t, 0) + n
+            self._known(out, count=sum(f.count for f in facts if f and f.count),  # type: ignore[misc]
+                        time_counts=total)
+        return out
+
+    def negate(self, batch: DataFrame) -> DataFrame:
+        return self._known(batch.withColumn(DIFF, -F.col(DIFF)), like=batch)
+
+    def consolidate(self, batch: DataFrame, sums: Sequence[str] = (DIFF,)) -> DataFrame:
+        """One row per ``(data, time)`` with the summed diff (and weights); zero rows removed."""
+        if self._empty_known(batch):
+            return batch
+        nonzero = functools.reduce(operator.or_, [F.col(w) != 0 for w in sums])
+        columns = batch.columns
+        types = dict(batch.dtypes)
+        keys = [c for c in columns if c not in sums]
+        out = (
+            batch.groupBy(*keys)
+            .agg(*[F.sum(w).cast(types[w]).alias(w) for w in sums])
+            .filter(nonzero)
+            .select(*columns)
+        )
+        return out
+
+    # ------------------------------------------------------------------ times
+
+    def enter(self, batch: DataFrame, outer: TimeType, inner: TimeType,
+              priority: Any = None) -> DataFrame:
+        """Extend the times by a loop's coordinate: ``0``, or ``(priority, 0)``."""
+        data = [c for c in batch.columns if not c.startswith("__")]
+        new = inner.columns()[outer.width:]
+        if priority is None:
+            extra = [F.lit(0).cast("bigint").alias(c) for c in new]
+        elif isinstance(priority, SparkCompiled):
+            extra = [priority.column.cast("bigint").alias(new[0]), F.lit(0).cast("bigint").alias(new[1])]
+        else:
+            return self._enter_polars(batch, data, outer, new, priority)
+        out = batch.select(*data, *outer.columns(), *extra, DIFF)
+        return self._known(out, like=batch, times=False)
+
+    def _enter_polars(self, batch: DataFrame, data: list[str], outer: TimeType, new: list[str],
+                      priority: pl.Expr) -> DataFrame:
+        # build.py hands over the Polars-compiled priority: evaluate it with Polars on the
+        # executors, exactly as the local runtime does
+        struct = self.polars_schema(batch)
+        out_schema = {**{c: struct[c] for c in data}, **{c: pl.Int64() for c in outer.columns()},
+                      new[0]: pl.Int64(), new[1]: pl.Int64(), DIFF: pl.Int64()}
+        out_struct = self.struct(out_schema)
+        target = pa.schema([(f.name, arrow_type(f.dataType.simpleString())) for f in out_struct])
+        inner_cols = list(out_schema)
+
+        def apply(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+            for b in batches:
+                frame = pl.from_arrow(b)
+                assert isinstance(frame, pl.DataFrame)
+                out = frame.select([*data, *outer.columns(),
+                                    priority.cast(pl.Int64).alias(new[0]),
+                                    pl.lit(0, dtype=pl.Int64).alias(new[1]), DIFF])
+                yield from out.select(inner_cols).to_arrow().cast(target).to_batches()
+
+        out = batch.select(*data, *outer.columns(), DIFF).mapInArrow(apply, out_struct)
+        return self._known(out, like=batch, times=False)
+
+    def leave(self, batch: DataFrame, inner: TimeType, outer: TimeType) -> DataFrame:
+        return self._known(batch.drop(*inner.columns()[outer.width:]), like=batch, times=False)
+
+    def increment(self, batch: DataFrame, tt: TimeType, limit: int | None) -> DataFrame:
+        last = tt.columns()[-1]
+        out = batch.withColumn(last, F.col(last) + 1)
+        if limit is not None:
+            return out.filter(F.col(last) < limit)
+        return self._known(out, like=batch, times=False)
+
+    def advance(self, batch: DataFrame, tt: TimeType, frontier: Sequence[Time]) -> DataFrame:
+        """Advance every time by the frontier (compaction): the meet over ``f`` of
+        ``join(t, f)``."""
+        if not frontier or self._empty_known(batch):
+            return batch
+        cols = tt.columns()
+        current = [F.col(c) for c in cols]
+        result: list[Column] | None = None
+        for f in frontier:
+            lits = [F.lit(v).cast("bigint") for v in f]
+            exprs = [_unalias(tt, current, lits, i) for i in range(tt.width)]
+            result = exprs if result is None else meet_columns(tt, result, exprs)
+        assert result is not None
+        return batch.withColumns({c: e for c, e in zip(cols, result, strict=True)})
+
+    def split_by_time(self, batch: DataFrame, tt: TimeType) -> list[tuple[Time, DataFrame]]:
+        counts = self.count_by_time(batch, tt)
+        if len(counts) == 1:
+            return [(counts[0][0], batch)]
+        cols = tt.columns()
+        parts = []
+        for t, n in counts:
+            cond = functools.reduce(operator.and_, [F.col(c) == v for c, v in zip(cols, t)])
+            parts.append((t, self._known(batch.filter(cond), time_counts={t: n})))
+        return parts
+
+    def split_complete(self, batches: Sequence[DataFrame], last_epoch: int
+                       ) -> tuple[DataFrame | None, list[DataFrame]]:
+        """Split top-level batches into the updates at epochs ``<= last_epoch`` and the rest."""
+        if not batches:
+            return None, []
+        allb = self.concat(batches)
+        epochs = [t[0] for t, _ in self.count_by_time(allb, _EPOCHS)]
+        if not epochs:
+            return None, []
+        if all(e <= last_epoch for e in epochs):
+            return allb, []
+        if all(e > last_epoch for e in epochs):
+            return None, [allb]
+        t0 = F.col("__t0")
+        f = self.facts(allb).time_counts or {}
+        ready = self._known(allb.filter(t0 <= last_epoch),
+                            time_counts={t: n for t, n in f.items() if t[0] <= last_epoch})
+        rest = self._known(allb.filter(t0 > last_epoch),
+                           time_counts={t: n for t, n in f.items() if t[0] > last_epoch})
+        return ready, [rest]
+
+    # ------------------------------------------------------------------ arrangements
+
+    def key_code(self, batch: DataFrame, keys: Sequence[str]) -> Column:
+        """An int64 code per row of the key columns (equal keys, equal codes; never null)."""
+        types = dict(batch.dtypes)
+        if len(keys) == 1 and types[keys[0]] in ("bigint", "int"):
+            return F.coalesce(F.col(keys[0]).cast("bigint"), F.lit(NULL_CODE).cast("bigint"))
+        if not keys:
+            return F.lit(0).cast("bigint")
+        parts = []
+        for k in keys:
+            c, t = F.col(k), types[k]
+            if t in ("bigint", "int"):
+                c = c.cast("bigint")
+            elif t in ("double", "float"):  # -0.0 == 0.0 and NaN == NaN, as equality says
+                c = c.cast("double")
+                c = F.when(c == 0.0, F.lit(0.0)).when(F.isnan(c), F.lit(float("nan"))).otherwise(c)
+            parts.append(c)
+        return F.xxhash64(F.lit(_HASH_SEED).cast("bigint"), *parts)
+
+    def arrange(self, batch: DataFrame, keys: Sequence[str]) -> DataFrame:
+        """Add the key code and partition by it; persisted (the trace and the joins read it)."""
+        if KEY not in batch.columns:
+            batch = self._known(batch.withColumn(KEY, self.key_code(batch, keys)), like=batch)
+        out = self._known(batch.repartition(self.partitions, KEY), like=batch)
+        if self._empty_known(out):
+            return out
+        return self._persist(out)
+
+    def merge(self, batches: Sequence[DataFrame], tt: TimeType, since: Sequence[Time],
+              sums: Sequence[str] = (DIFF,)) -> DataFrame:
+        """Merge arranged batches, advancing times to ``since`` and consolidating; the result
+        is partitioned by key, materialized, and checkpointed every ``checkpoint_every``
+        merges; the merged batches are unpersisted."""
+        merged = self.concat(batches)
+        merged = self.advance(merged, tt, since)
+        merged = self.consolidate(merged, sums).repartition(self.partitions, KEY)
+        self._merges += 1
+        if self._merges % self.checkpoint_every == 0:
+            out = self._materialize(merged)
+        else:
+            out = self._persist(merged)
+            self.height(out)
+        for b in batches:
+            self._unpersist(b)
+        return out
+
+    def key_set(self, batch: DataFrame) -> DataFrame:
+        """The distinct key codes of an arranged batch: a small DataFrame for lookups."""
+        keys = batch.select(KEY).distinct()
+        f = self._facts.get(batch)
+        if f is not None and f.count is not None:
+            self._known(keys, count=0 if f.count == 0 else None)
+            self.facts(keys).bound = f.count
+        return keys
+
+    def lookup(self, batch: DataFrame, keys: DataFrame) -> DataFrame:
+        """The rows of an arranged batch whose key code is in ``keys``: a semi-join with the
+        key set broadcast, so the batch stays where it is."""
+        if self._empty_known(batch):
+            return batch
+        if self._empty_known(keys):
+            return self._known(batch.limit(0), count=0)
+        bound = self.facts(keys).bound
+        small = bound is None or bound <= BROADCAST_ROWS
+        return batch.join(F.broadcast(keys) if small else keys, on=KEY, how="left_semi")
+
+    # ------------------------------------------------------------------ joins
+
+    def join_slice(self, delta: DataFrame, other: DataFrame, tt: TimeType,
+                   left_on: Sequence[str], right_on: Sequence[str], delta_is_left: bool,
+                   output: Sequence[tuple[str, str, str]]) -> DataFrame:
+        """Every pair of rows with equal keys: the output columns, the lub of the two times
+        and the product of the diffs. The delta is broadcast when small."""
+        left, right = (delta, other) if delta_is_left else (other, delta)
+        empty = self._empty_known(left) or self._empty_known(right)
+        lsel = left.select([F.col(c).alias(f"__l_{c}") for c in left.columns])
+        rsel = right.select([F.col(c).alias(f"__r_{c}") for c in right.columns])
+        count = self.facts(delta).count
+        if count is not None and count <= BROADCAST_ROWS:
+            if delta_is_left:
+                lsel = F.broadcast(lsel)
+            else:
+                rsel = F.broadcast(rsel)
+        pairs = [(KEY, KEY), *zip(left_on, right_on, strict=True)]
+        cond = functools.reduce(
+            operator.and_, [F.col(f"__l_{a}") == F.col(f"__r_{b}") for a, b in pairs]
+        )
+        j = lsel.join(rsel, on=cond, how="inner")
+        tcols = tt.columns()
+        exprs = [F.col(f"__{side}_{c}").alias(name) for side, c, name in output]
+        exprs += join_columns(tt, [F.col(f"__l_{c}") for c in tcols],
+                              [F.col(f"__r_{c}") for c in tcols], tcols)
+        exprs.append((F.col(f"__l_{DIFF}") * F.col(f"__r_{DIFF}")).alias(DIFF))
+        out = j.select(exprs)
+        return self._known(out, count=0) if empty else out
+
+    # ------------------------------------------------------------------ the reduce family
+
+    def drop_key(self, batch: DataFrame) -> DataFrame:
+        return self._known(batch.drop(KEY), like=batch)
+
+    def without_keys(self, batch: DataFrame, keys: DataFrame) -> DataFrame:
+        """The rows of ``batch`` whose ``(KEY, keys)`` are not among ``keys``' rows."""
+        if self._empty_known(keys) or self._empty_known(batch):
+            return batch
+        return join_on(batch, keys, keys.columns, "left_anti")
+
+    def interesting_times(self, new: DataFrame, history: DataFrame, tt: TimeType,
+                          keys: Sequence[str]) -> list[tuple[Time, DataFrame]]:
+        from ddflow.kernels import spark_reduce
+
+        return spark_reduce.interesting_times(self, new, history, tt, keys)
+
+    def time_queries(self, pending: dict[Time, list[DataFrame]], tt: TimeType) -> DataFrame:
+        from ddflow.kernels import spark_reduce
+
+        return spark_reduce.time_queries(self, pending, tt)
+
+    def reduce_prepare(self, spec: Any, batch: DataFrame, tt: TimeType) -> DataFrame:
+        from ddflow.kernels import spark_reduce
+
+        return spark_reduce.reduce_prepare(self, spec, batch, tt)
+
+    def reduce_evaluate(self, spec: Any, queries: DataFrame, history: DataFrame,
+                        out_history: DataFrame, tt: TimeType) -> DataFrame:
+        from ddflow.kernels import spark_reduce
+
+        return spark_reduce.reduce_evaluate(self, spec, queries, history, out_history, tt)
+
+    def minmax_unchanged(self, spec: Any, new: DataFrame, out_history: DataFrame,
+                         tt: TimeType) -> DataFrame:
+        from ddflow.kernels import spark_reduce
+
+        return spark_reduce.minmax_unchanged(self, spec, new, out_history, tt)
+
+
+_EPOCHS = TimeType(("product",))
+
+
+def _unalias(tt: TimeType, a: Sequence[Column], b: Sequence[Column], i: int) -> Column:
+    """Coordinate ``i`` of ``join(a, b)`` as an unnamed column."""
+    for p in tt.pair_starts:
+        if i in (p, p + 1):
+            take_b = (b[p] > a[p]) | ((b[p] == a[p]) & (b[p + 1] > a[p + 1]))
+            return F.when(take_b, b[i]).otherwise(a[i])
+    return F.greatest(a[i], b[i])
