@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from ddflow.kernels.local import DIFF
 from ddflow.operators.io import InputOp, OutputOp, ProbeOp
 from ddflow.operators.join import ArrangeOp, JoinOp
-from ddflow.operators.linear import Linear
+from ddflow.operators.linear import ConsolidateOp, Linear
 from ddflow.operators.reduce import ReduceOp, ReduceSpec
 from ddflow.operators.vertex import VertexOp
 from ddflow.plan import Node
@@ -135,7 +135,7 @@ class _Builder:
         self._linear(node, self.k.negate)
 
     def _op_consolidate(self, node: Node) -> None:
-        self._linear(node, self.k.consolidate)
+        self._add(ConsolidateOp("consolidate", node.scope.time_type, self.k, 1), node, node.inputs)
 
     def _op_inspect(self, node: Node) -> None:
         fn, tt, k = node.params["fn"], node.scope.time_type, self.k
@@ -190,19 +190,9 @@ class _Builder:
 
     def _op_feedback(self, node: Node) -> None:
         tt = node.scope.time_type
-        limit = node.params["max_iterations"]
-        k = self.k
-
-        def time_fn(t: tuple[int, ...]) -> tuple[int, ...] | None:
-            if limit is not None and t[-1] + 1 >= limit:
-                return None
-            return t[:-1] + (t[-1] + 1,)
-
-        def inc(b: Any) -> Any:
-            return k.increment(b, tt, limit)
-
-        op = Linear("feedback", [tt, tt], tt,
-                    [inc, lambda b: inc(k.negate(b))], self.k, time_fn, Summary.increment(tt, 1))
+        # port 0: the body's result; port 1: the entered source, subtracted
+        op = ConsolidateOp("feedback", tt, self.k, 2, negate=(1,), increment=True,
+                           limit=node.params["max_iterations"])
         self._add(op, None, node.inputs)
         var_op, _ = self.ports[node.params["variable"].id]
         self.worker.connect(op, 0, var_op, 1)

@@ -404,6 +404,12 @@ class _PolarsCompiler(ExprVisitor[pl.Expr]):
         if e.params[0] == "**" and self.checker.visit(e.args[0]).kind != "float":
             # Integer powers overflow or fail on negative exponents; Spark's pow is a double too.
             left = left.cast(pl.Float64)
+        if e.params[0] == "/" and not any(a.kind == "col" for a in e.args[1].walk()):
+            # Polars divides by a scalar as a multiplication by its reciprocal, which is not
+            # correctly rounded and so differs between one-row and many-row batches (an
+            # update and its retraction must compute the same value). Dividing by a column is
+            # exact: make the divisor a column without changing its value.
+            right = right + left.is_null().cast(pl.Float64) * 0.0
         return _POLARS_BINARY[e.params[0]](left, right)
 
     def visit_unary(self, e: Expr) -> pl.Expr:

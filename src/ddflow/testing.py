@@ -105,7 +105,9 @@ class _Interpreter:
         items = list(src.items())
         frame = self._frame(node.inputs[0], Counter(dict(items)))
         if how == "select":
-            res = frame.select(list(node.params["compiled"]))
+            # a column keeps the frame's height when every expression is a literal
+            res = frame.with_row_index("__row").select([*node.params["compiled"], "__row"])
+            res = res.drop("__row")
         elif how == "with_columns":
             res = frame.with_columns(list(node.params["compiled"])).select(list(node.schema.names))
         else:

@@ -1,8 +1,11 @@
-"""ddflow bugs found while writing :mod:`ddflow.graph`, outside it, as strict xfails.
+"""Regressions found while writing :mod:`ddflow.graph`, named after what broke.
 
-Each test is the minimal reproduction; :mod:`ddflow.graph` works around both (see the notes),
-so the graph tests pass regardless. When a bug is fixed its test starts passing, the strict
-marker turns that into a failure, and the marker (and the workaround) can go.
+* a loop whose body ends in no reduce never stopped: the feedback passed ``+r`` and ``-r`` on
+  as separate updates that cancel, forever (the feedback now consolidates each complete
+  iteration before sending it on);
+* float division by a constant depended on the batch size (Polars multiplies by the
+  reciprocal), so a retraction computed in another batch did not cancel its insertion (the
+  divisor is now compiled as a column, which Polars divides exactly).
 """
 
 from __future__ import annotations
@@ -43,12 +46,6 @@ def identity_loop(body: Callable[[dd.Collection, dd.Collection], dd.Collection])
     return sorted(out.snapshot()[["src", "dst"]].itertuples(index=False, name=None))
 
 
-@pytest.mark.xfail(strict=True, raises=TimeoutError, reason=(
-    "ddflow bug: a loop whose variable stops changing does not stop unless the body ends in a "
-    "reduce. The feedback sends result - entered as separate, unconsolidated updates that "
-    "cancel (+r from the result, -r from the entered collection at the next iteration); "
-    "nothing consolidates them, so they circulate forever. graph.py ends the SCC loop body "
-    "with distinct() to work around it."))
 @pytest.mark.parametrize("body", [
     pytest.param(lambda y, e: y.filter(dd.col("src") > 0), id="filter"),
     pytest.param(lambda y, e: y.join(e.select(src=dd.col("src")).distinct(), on="src"),
@@ -64,12 +61,6 @@ def test_iterate_stops_when_the_body_ends_in_a_reduce():
     assert identity_loop(lambda y, e: y.filter(dd.col("src") > 0).distinct()) == [(1, 2), (2, 1)]
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "ddflow bug: float division by a constant is not a function of the record. It compiles "
-    "to Polars `x / lit`, which multiplies by the reciprocal in batches of two or more rows "
-    "(30000000 / 1e9 is 0.03 alone, 0.030000000000000002 next to another row), so a removal "
-    "evaluated in a different batch than its insertion does not cancel it. graph.pagerank "
-    "requires a power-of-two scale, for which the reciprocal is exact."))
 def test_float_division_by_a_constant_retracts_what_it_inserted():
     flow = dd.Dataflow()
     x = flow.input("x", schema={"m": "int64"})

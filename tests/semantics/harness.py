@@ -98,7 +98,7 @@ def time_budget(seconds: float, what: str) -> Iterator[None]:
 
 
 #: seconds a whole stream may take to run before it counts as not terminating
-RUN_BUDGET = 60.0
+RUN_BUDGET = 30.0
 
 
 def run_stream(build: Build, schemas: Mapping[str, Mapping[str, str]], stream: Stream,

@@ -121,3 +121,23 @@ def test_float_expressions_match_reference(runtime, case):
         ]
 
     check_stream(build, {"xs": {"k": "int64", "w": "float64"}}, stream, runtime, run_points)
+
+
+def test_select_of_only_literals_keeps_every_record(runtime):
+    """The reference interpreter once collapsed ``select(one=lit(1))`` to a single row (a Polars
+    select of literals only has height one), so counts over it were wrong."""
+    stream = [
+        [("xs", (1, "a"), 1), ("xs", (2, "b"), 1), ("xs", (3, "c"), 1)],
+        [("xs", (2, "b"), -1)],
+    ]
+
+    def build(flow, i):
+        ones = i["xs"].select(one=dd.lit(1))
+        return [ones, ones.group_by("one").agg(n=dd.count())]
+
+    run = check_stream(build, XS, stream, runtime)
+    ones, counts = run.outputs
+    #                          one time diff
+    assert changes_table(ones) == [(1, 0, 3), (1, 1, -1)]
+    #                            one n time diff
+    assert changes_table(counts) == [(1, 2, 1, 1), (1, 3, 0, 1), (1, 3, 1, -1)]

@@ -148,7 +148,7 @@ def test_linear_operators_and_expressions(spark):
         mapped = xs.map(lambda r: (r[0] + r[1], r[3] or "-"), schema={"sum": "int64", "s": "str"})
         flat = xs.flat_map(lambda r: [(r[0],)] * (r[1] % 3), schema={"k": "int64"})
         both = xs.select("k", "v").concat(xs.select("k", v=dd.col("v") + 1).negate())
-        return [exprs, kept, mapped, flat, both, xs.select("s").distinct(),
+        return [exprs, kept, mapped, flat, both, xs.select("k", "v").distinct(),
                 xs.select("k").threshold(lambda m: 1 if m >= 2 else 0)]
 
     rng = random.Random(1)

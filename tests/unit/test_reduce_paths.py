@@ -64,3 +64,15 @@ def test_min_inside_a_loop_skips_proposals_above_the_label():
         flow.run()
         assert frame_to_counter(out.snapshot()) == reference(flow, {"edges": live})[out]
     assert any(op.skipped for op in reduces(flow))
+
+
+def test_reference_select_of_only_literals_keeps_every_record():
+    """Regression: the reference evaluated ``select(one=lit(1))`` to a single row."""
+    flow = dd.Dataflow()
+    xs = flow.input("xs", schema={"x": "int64"})
+    out = xs.select(one=dd.lit(1)).output()
+    assert reference(flow, {"xs": Counter({(1,): 1, (2,): 1})})[out] == Counter({(1,): 2})
+    xs.insert([1, 2])
+    flow.advance_to(1)
+    flow.run()
+    assert frame_to_counter(out.snapshot()) == Counter({(1,): 2})

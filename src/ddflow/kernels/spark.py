@@ -320,8 +320,7 @@ class SparkKernels:
         """The Spark schema of a Polars schema of ddflow types (bookkeeping columns bigint)."""
         fields = []
         for name, dtype in schema.items():
-            dt = dtype() if isinstance(dtype, type) else dtype
-            type_name = "bigint" if name.startswith("__") else spark_type_name(dt)
+            type_name = spark_type_name(dtype() if isinstance(dtype, type) else dtype)
             fields.append(T.StructField(name, T._parse_datatype_string(type_name), True))
         return T.StructType(fields)
 
@@ -376,17 +375,8 @@ class SparkKernels:
         return f.count
 
     def is_empty(self, batch: DataFrame) -> bool:
-        f = self.facts(batch)
-        if f.count is not None:
-            return f.count == 0
-        if f.extra.get("nonempty"):
-            return False
-        self.jobs += 1
-        if batch.isEmpty():
-            f.count, f.time_counts = 0, {}
-            return True
-        f.extra["nonempty"] = True
-        return False
+        # a count is one job; isEmpty() may take several (it scans partitions incrementally)
+        return self.height(batch) == 0
 
     def count_by_time(self, batch: DataFrame, tt: TimeType) -> list[tuple[Time, int]]:
         """How many updates the batch holds at each time (one collect)."""
@@ -459,6 +449,9 @@ class SparkKernels:
         nonempty = [b for b in batches if not self._empty_known(b)]
         if len(nonempty) <= 1:
             return nonempty[0] if nonempty else batches[0]
+        locals_ = [self.local_frame(b) for b in nonempty]
+        if all(f is not None for f in locals_):
+            return self.from_polars(pl.concat(locals_, how="vertical"))  # type: ignore[arg-type]
         first = nonempty[0]
         columns = first.columns
         types = first.dtypes
@@ -485,10 +478,19 @@ class SparkKernels:
     def negate(self, batch: DataFrame) -> DataFrame:
         return self._known(batch.withColumn(DIFF, -F.col(DIFF)), like=batch)
 
+    def local_frame(self, batch: DataFrame) -> pl.DataFrame | None:
+        """The batch's rows as a Polars frame, when the driver holds them (it made the batch
+        from local data, or collected it for an output)."""
+        f = self._facts.get(batch)
+        return None if f is None else f.extra.get("polars")
+
     def consolidate(self, batch: DataFrame, sums: Sequence[str] = (DIFF,)) -> DataFrame:
         """One row per ``(data, time)`` with the summed diff (and weights); zero rows removed."""
         if self._empty_known(batch):
             return batch
+        local = self.local_frame(batch)
+        if local is not None:  # rows the driver holds anyway: consolidate them there
+            return self.from_polars(self._local.consolidate(local, sums))
         nonzero = functools.reduce(operator.or_, [F.col(w) != 0 for w in sums])
         columns = batch.columns
         types = dict(batch.dtypes)
@@ -566,6 +568,13 @@ class SparkKernels:
         return batch.withColumns({c: e for c, e in zip(cols, result, strict=True)})
 
     def split_by_time(self, batch: DataFrame, tt: TimeType) -> list[tuple[Time, DataFrame]]:
+        """The batch's updates per time. With times unknown (an output's or a vertex's
+        updates, read on the driver next) the batch is collected once and split there."""
+        local = self.local_frame(batch)
+        if local is None and self.facts(batch).time_counts is None:
+            local = self.to_polars(batch)
+        if local is not None:
+            return [(t, self.from_polars(part)) for t, part in self._local.split_by_time(local, tt)]
         counts = self.count_by_time(batch, tt)
         if len(counts) == 1:
             return [(counts[0][0], batch)]
@@ -582,6 +591,13 @@ class SparkKernels:
         if not batches:
             return None, []
         allb = self.concat(batches)
+        if self.facts(allb).time_counts is None:
+            # an output's updates: they go to the driver anyway, so collect them now, once
+            local = self.local_frame(allb)
+            frame = self.to_polars(allb) if local is None else local
+            ready_l, rest_l = self._local.split_complete([frame], last_epoch)
+            return (None if ready_l is None else self.from_polars(ready_l),
+                    [self.from_polars(r) for r in rest_l])
         epochs = [t[0] for t, _ in self.count_by_time(allb, _EPOCHS)]
         if not epochs:
             return None, []
@@ -692,7 +708,10 @@ class SparkKernels:
                               [F.col(f"__r_{c}") for c in tcols], tcols)
         exprs.append((F.col(f"__l_{DIFF}") * F.col(f"__r_{DIFF}")).alias(DIFF))
         out = j.select(exprs)
-        return self._known(out, count=0) if empty else out
+        if empty:
+            return self._known(out, count=0)
+        # the join operator asks next whether it is empty; then its consumers read it
+        return self._materialize(out)
 
     # ------------------------------------------------------------------ the reduce family
 

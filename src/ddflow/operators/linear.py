@@ -8,9 +8,11 @@ boundary maps it to). Invariants:
   ``time_fn`` the identity unless the operator crosses a loop boundary;
 * ``enter``: appends the loop coordinate (``0``, or ``(priority, 0)``);
 * ``leave``: drops it; the sum over iterations happens downstream, where times are compared;
-* ``feedback``: adds one to the innermost iteration of ``result - source`` (the loop variable at
-  iteration ``i + 1`` is the body's result at iteration ``i``), dropping updates that would reach
-  ``max_iterations``.
+* ``feedback`` (:class:`ConsolidateOp` with ``increment``): adds one to the innermost iteration
+  of ``result - source`` (the loop variable at iteration ``i + 1`` is the body's result at
+  iteration ``i``), once that iteration is complete and consolidated, dropping updates that
+  would reach ``max_iterations``. ``consolidate()`` is the same operator without the increment:
+  the only one here that holds updates back, until their time is complete.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from ddflow.lattice import Time, TimeType
 from ddflow.progress import Summary
 from ddflow.timely import Operator
 
-__all__ = ["Linear"]
+__all__ = ["ConsolidateOp", "Linear"]
 
 BatchFn = Callable[[Any], Any]
 
@@ -61,3 +63,57 @@ class Linear(Operator):
                         continue
                     t = t2
                 self.send(0, t, out)
+
+
+class ConsolidateOp(Operator):
+    """Holds updates until their time is complete at its input, then sends each time's updates
+    consolidated, so that an update and its cancellation arriving in different messages meet.
+
+    As a loop's feedback (``increment=True``) it sends a complete iteration's differences to the
+    next iteration: ``result - source`` at ``(..., i)`` becomes the variable's change at
+    ``(..., i + 1)``; updates reaching ``limit`` are dropped. Without the consolidation, a body
+    whose result cancels (``+r`` from one path, ``-r`` from another) would circulate the pair
+    forever. Invariant: the capability held for each buffered time is at its output time.
+    """
+
+    def __init__(self, name: str, tt: TimeType, kernels: Any, ports: int,
+                 negate: Sequence[int] = (), increment: bool = False,
+                 limit: int | None = None) -> None:
+        summary = Summary.increment(tt, 1) if increment else Summary.identity(tt)
+        super().__init__([tt] * ports, [tt], {(i, 0): summary for i in range(ports)})
+        self.name = name
+        self.tt = tt
+        self.kernels = kernels
+        self.negate = set(negate)
+        self.increment = increment
+        self.limit = limit
+        self.buffer: dict[Time, list[Any]] = {}
+
+    def _out_time(self, t: Time) -> Time:
+        return t[:-1] + (t[-1] + 1,) if self.increment else t
+
+    def schedule(self) -> None:
+        k, tt = self.kernels, self.tt
+        for port in range(len(self.input_types)):
+            for _, batch in self.pull(port):
+                if port in self.negate:
+                    batch = k.negate(batch)
+                for t, part in k.split_by_time(batch, tt):
+                    parts = self.buffer.get(t)
+                    if parts is None:
+                        self.buffer[t] = [part]
+                        self.hold(self._out_time(t))
+                    else:
+                        parts.append(part)
+        if not self.buffer:
+            return
+        frontier = self.input_frontier()
+        ready = sorted(t for t in self.buffer if not any(tt.less_equal(f, t) for f in frontier))
+        for t in ready:
+            batch = k.consolidate(k.concat(self.buffer.pop(t)))
+            out_t = self._out_time(t)
+            if not k.is_empty(batch) and (self.limit is None or out_t[-1] < self.limit):
+                if self.increment:
+                    batch = k.increment(batch, tt, None)
+                self.send(0, out_t, batch)
+            self.release(out_t)
