@@ -373,7 +373,7 @@ class GroupBy:
         """One row per group with positive count: the keys and the named aggregates.
 
         ``count`` is the sum of multiplicities, ``sum`` weights values by them, ``min``/``max``
-        range over the values present, ``mean`` is ``sum / count``."""
+        range over the values whose multiplicity in the group is positive, ``mean`` is ``sum / count``."""
         site = call_site()
         c = self.collection
         if not aggs:

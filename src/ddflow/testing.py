@@ -228,10 +228,13 @@ class _Interpreter:
                         vals.append(sum(r[ci] * m for r, m in rows))
                     elif agg == "mean":
                         vals.append(sum(r[ci] * m for r, m in rows) / total)
-                    elif agg == "min":
-                        vals.append(min(r[ci] for r, m in rows if m > 0))
                     else:
-                        vals.append(max(r[ci] for r, m in rows if m > 0))
+                        # over the column's values whose multiplicity in the group is positive
+                        per_value: Counter = Counter()
+                        for r, m in rows:
+                            per_value[r[ci]] += m
+                        present = [v for v, m in per_value.items() if m > 0]
+                        vals.append(min(present) if agg == "min" else max(present))
                 out[(*key, *vals)] += 1
             return self._typed(node, out)
         fn = node.params["fn"]

@@ -22,7 +22,8 @@ work on the accumulated ``(key, time, value, multiplicity)`` rows of many keys a
 
 Semantics of the group, shared with the reference interpreter: ``count`` is the sum of the
 multiplicities, ``sum(c)`` the sum of ``c * multiplicity``; a group yields a row only when its
-count is positive; ``min``/``max`` range over the values with positive multiplicity; ``distinct``
+count is positive; ``min``/``max`` range over the column's values whose multiplicity in the
+group (summed over the records holding that value) is positive; ``distinct``
 keeps the records with positive multiplicity, once; ``threshold(fn)`` gives each record the
 multiplicity ``fn(m)``; ``reduce(fn)`` calls ``fn(key, [(row, m), ...])`` with the rows of positive
 multiplicity, when there is at least one.
