@@ -11,6 +11,7 @@ BENCHMARKS = {
     "updates": "benchmarks.updates",
     "cc": "benchmarks.cc",
     "figure1": "benchmarks.figure1",
+    "spark_cc": "benchmarks.spark_cc",
 }
 
 
