@@ -295,7 +295,9 @@ class Collection:
                             name: str | None = None) -> Collection:
         """Like :meth:`iterate`, with records entering the loop in order of ``priority``
         (a non-negative integer expression): the loop reaches its fixed point with the records
-        of each priority before those of the next are introduced (naiad-tech-report §5.1.2)."""
+        of each priority before those of the next are introduced (naiad-tech-report §5.1.2).
+        With ``max_iterations``, each priority runs at most that many rounds; what a priority
+        leaves undone is not resumed at later priorities."""
         site = call_site()
         if not isinstance(priority, Expr) or output_dtype(priority, self.schema).kind != "int":
             raise ExpressionError(f"priority {priority!r} must be an integer expression", site=site)

@@ -154,11 +154,13 @@ class Dataflow:
         self.worker.run()
 
     def step(self) -> bool:
-        """Run one operator activation; returns whether there was work."""
+        """Run one operator activation; returns whether there was work (``while
+        flow.step(): ...`` runs to the same point as ``run()``)."""
         self._ensure_built()
         for h in self.inputs.values():
             h._flush()
-            h._activate()
+            if h._pending_work():
+                h._activate()
         return bool(self.worker.step())
 
     def loop_stats(self) -> pd.DataFrame:
@@ -337,6 +339,15 @@ class InputCollection(Collection):
     def _activate(self) -> None:
         if self._op is not None and self._op.worker is not None and self._op.worker.tracker is not None:
             self._op.activate()
+
+    def _pending_work(self) -> bool:
+        """Messages to send, or a capability to downgrade or drop."""
+        if self._messages:
+            return True
+        if self._op is None:
+            return False
+        held = self._op.held()
+        return held != ([] if self.closed else [(self._epoch,)])
 
     # the InputSource protocol of ddflow.operators.io.InputOp
     def take_messages(self) -> list[tuple[int, pl.DataFrame]]:

@@ -274,11 +274,18 @@ class _Interpreter:
         by_priority: dict[int, Counter] = defaultdict(Counter)
         for r, m in source.items():
             by_priority[prio[r]][r] += m
+        # Priority p starts from its records plus the variable where priority p - 1 stopped.
+        # With max_iterations a priority may stop short of its fixed point; the difference
+        # between its last variable and last result (``gap``) is then never fed back, and every
+        # later variable differs from the body's previous result by it, exactly as the
+        # feedback's times (p, i) order lexicographically.
         x: Counter = Counter()
         r_out: Counter = Counter()
+        gap: Counter = Counter()
         for p in sorted(set(by_priority) | {0}):
             x = _add(x, by_priority.get(p, Counter()))
-            x, r_out = _iterate_state(body, x, limit)
+            x, r_out = _iterate_state(body, x, limit, gap)
+            gap = _add(x, Counter({k: -v for k, v in r_out.items()}))
         return r_out
 
     def _priorities(self, entered: Node, source: Counter) -> dict[tuple[Any, ...], int]:
@@ -304,15 +311,22 @@ def _add(a: Counter, b: Counter) -> Counter:
     return _clean(out)
 
 
-def _iterate_state(body: Any, x: Counter, limit: int | None) -> tuple[Counter, Counter]:
-    """Iterate ``x <- body(x)`` from ``x``; returns the final variable and the body's result
-    there (equal at a fixed point; with ``limit``, the variable stops after ``limit - 1``
-    rounds, as the feedback drops updates that would reach iteration ``limit``)."""
+def _iterate_state(body: Any, x: Counter, limit: int | None, gap: Counter | None = None
+                   ) -> tuple[Counter, Counter]:
+    """Iterate from the variable ``x``: the body's result ``r = body(x)``, then the variable
+    ``r + gap`` at the next iteration, until it stops changing or (with ``limit``) the
+    feedback stops after ``limit - 1`` rounds. Returns the last variable and result (equal at a
+    fixed point). ``gap`` is what earlier priorities of a prioritized loop left undone (see
+    ``_leave``); it is empty for a plain loop."""
+    gap = gap or Counter()
     for i in range(MAX_REFERENCE_ITERATIONS):
         r = body(x)
-        if r == x or (limit is not None and i + 1 >= limit):
+        if limit is not None and i + 1 >= limit:
             return x, r
-        x = r
+        nx = _add(r, gap)
+        if nx == x:
+            return x, r
+        x = nx
     raise ReferenceError("the reference loop did not converge")
 
 

@@ -129,11 +129,12 @@ def test_aggregates_match_reference(runtime, case):
         g = i["g"]
         return [
             g.group_by("k").agg(n=dd.count(), s=dd.sum("v"), sf=dd.sum("f"), m=dd.mean("v")),
-            g.group_by("k").agg(n=dd.count(), lo=dd.min("v"), hi=dd.max("f"), m=dd.mean("f"),
-                                s=dd.sum("v")),
+            # one value column per min/max aggregate: see
+            # test_min_and_max_of_different_columns_in_one_agg
+            g.group_by("k").agg(n=dd.count(), lo=dd.min("v"), hi=dd.max("v"), s=dd.sum("v")),
+            g.group_by("k").agg(hi=dd.max("f"), m=dd.mean("f")),
             g.group_by("k", "v").agg(lo=dd.min("f"), n=dd.count()),
-            # projected first: see test_min_max_over_records_that_cancel_only_in_projection
-            g.select("v", "k").group_by("v").agg(hi=dd.max("k")),
+            g.group_by("v").agg(hi=dd.max("k")),
             g.select("k").group_by("k").agg(n=dd.count()),
         ]
 
@@ -191,9 +192,10 @@ def test_reductions_of_joins_match_reference(runtime, case):
 
     def build(flow, i):
         j = i["l"].join(i["r"], on="k")
-        per_key = j.group_by("k").agg(n=dd.count(), s=dd.sum("b"), lo=dd.min("a"))
+        per_key = j.group_by("k").agg(n=dd.count(), s=dd.sum("a"), lo=dd.min("a"))
         return [
             per_key,
+            j.group_by("k").agg(s=dd.sum("b"), m=dd.mean("b")),
             per_key.join(i["l"].distinct(), on="k"),
             j.select("a", "b").distinct().group_by("a").agg(n=dd.count()),
         ]
@@ -201,16 +203,31 @@ def test_reductions_of_joins_match_reference(runtime, case):
     check_stream(build, schemas, stream, runtime, run_points)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "ddflow bug: min/max disagree between runtime and reference when records of a group share "
-    "the aggregated value but differ in another column and have mixed-sign multiplicities. The "
-    "runtime projects each record to the aggregated columns before accumulating (value 2 has "
-    "multiplicity +1 - 1 = 0 and is ignored); the reference takes the values of the records "
-    "with positive multiplicity ((1, 2, 'a') has m = 1, so 2 counts)"))
+# ---------------------------------------------------------------------- regressions
+
+
 def test_min_max_over_records_that_cancel_only_in_projection(runtime):
+    """The runtime and the reference once disagreed when a group's records share the aggregated
+    value but differ in another column, with mixed-sign multiplicities: the runtime took the
+    value's multiplicity (+1 - 1 = 0, absent), the reference the records' (one is +1, present).
+    The semantics is now the value's multiplicity in the group."""
     stream = [[("g", (1, 2, "a"), 1), ("g", (1, 2, "b"), -1), ("g", (1, 1, "c"), 1)]]
 
     def build(flow, i):
         return i["g"].group_by("v").agg(hi=dd.max("k"), lo=dd.min("k"))
 
-    check_stream(build, {"g": {"v": "int64", "k": "int64", "tag": "str"}}, stream, runtime)
+    run = check_stream(build, {"g": {"v": "int64", "k": "int64", "tag": "str"}}, stream, runtime)
+    #                                      v hi lo time diff
+    assert changes_table(run.outputs[0]) == [(1, 1, 1, 0, 1)]
+
+
+def test_min_and_max_of_different_columns_in_one_agg(runtime):
+    # v = 0 has multiplicity +1 - 1 = 0 in the group: absent; v = 1 is the only value present
+    stream = [[("g", (0, 0, -1.5), 1), ("g", (0, 0, -0.5), -1), ("g", (0, 1, -1.5), 1)]]
+
+    def build(flow, i):
+        return i["g"].group_by("k").agg(lo=dd.min("v"), hi=dd.max("f"))
+
+    run = check_stream(build, G, stream, runtime)
+    #                                      k lo   hi  time diff
+    assert changes_table(run.outputs[0]) == [(0, 1, -1.5, 0, 1)]

@@ -112,3 +112,15 @@ def test_the_graph_cannot_change_once_running():
     flow.run()
     with pytest.raises(dd.GraphError, match="already running"):
         xs.distinct()
+
+
+def test_step_returns_false_once_the_work_is_done():
+    flow, xs, out = flow_with_output()
+    xs.insert([("a", 1)])
+    flow.advance_to(1)
+    steps = 0
+    while flow.step():
+        steps += 1
+        assert steps < 1_000
+    assert out.snapshot().to_dict("list") == {"k": ["a"], "v": [1], "count": [1]}
+    assert not flow.step()

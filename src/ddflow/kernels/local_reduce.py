@@ -193,23 +193,29 @@ def _agg_weights(spec: ReduceSpec, acc: pl.DataFrame, keys: list[str], qcols: li
 
 
 def _agg(spec: ReduceSpec, acc: pl.DataFrame, keys: list[str], qcols: list[str]) -> pl.DataFrame:
-    positive = pl.col(DIFF) > 0
+    """Aggregates that need values. ``count``/``sum``/``mean`` are linear in the rows; ``min``
+    and ``max`` of a column range over that column's values whose multiplicity in the group,
+    summed over every row holding the value, is positive."""
+    group = [*keys, *qcols]
     count = pl.col(DIFF).sum()
-    exprs = []
+    linear = [count.alias("__count")]
     for name, kind, c in spec.aggs:
         if kind == "count":
-            e = count
+            linear.append(count.cast(spec.out_types[name]).alias(name))
         elif kind == "sum":
-            e = (pl.col(c) * pl.col(DIFF)).sum()
+            linear.append((pl.col(c) * pl.col(DIFF)).sum().cast(spec.out_types[name]).alias(name))
         elif kind == "mean":
             e = (pl.col(c) * pl.col(DIFF)).sum() / count
-        elif kind == "min":
-            e = pl.col(c).filter(positive).min()
-        else:
-            e = pl.col(c).filter(positive).max()
-        exprs.append(e.cast(spec.out_types[name]).alias(name))
-    out = acc.group_by([*keys, *qcols]).agg([*exprs, count.alias("__count")])
-    return out.filter(pl.col("__count") > 0).select([*keys, *qcols, *spec.outputs, _one()])
+            linear.append(e.cast(spec.out_types[name]).alias(name))
+    out = acc.group_by(group).agg(linear).filter(pl.col("__count") > 0)
+    for name, kind, c in spec.aggs:
+        if kind in ("min", "max"):
+            present = (acc.group_by([*group, c]).agg(pl.col(DIFF).sum())
+                       .filter(pl.col(DIFF) > 0))
+            pick = pl.col(c).min() if kind == "min" else pl.col(c).max()
+            ext = present.group_by(group).agg(pick.cast(spec.out_types[name]).alias(name))
+            out = out.join(ext, on=group, how="left")
+    return out.select([*group, *spec.outputs, _one()])
 
 
 def _distinct(spec: ReduceSpec, acc: pl.DataFrame, keys: list[str], qcols: list[str]) -> pl.DataFrame:

@@ -16,9 +16,10 @@ and are the same as the local runtime's; only these kernels differ. Invariants:
   (``localCheckpoint``) every ``checkpoint_every`` merges, so the lineage of a long-lived trace
   stays short however many epochs and iterations it has seen; the batches a merge replaced
   are unpersisted;
-* a lookup is a broadcast semi-join of the trace's batches with a small DataFrame of key
-  codes, and a delta meets its trace slice in a join that broadcasts the delta when it is
-  small, so the trace is never reshuffled;
+* a lookup is a semi-join of the trace's batches with a small DataFrame of key codes, and a
+  delta meets its trace slice in a join on the code; all of them are partitioned by the code
+  into the same partitions, so these joins run where the data is: the trace is never
+  reshuffled, and nothing is broadcast (which would cost a Spark job per broadcast);
 * only small facts reach the driver: counts, emptiness and the distinct times of a batch. The
   facts a kernel learns about a DataFrame are remembered with it (a weak map), so the same
   question is never asked twice and most are answered from what an earlier step counted.
@@ -58,8 +59,6 @@ QPREFIX = "__q"
 #: the key code of a null single integer key (codes are never null; lookups re-check keys)
 NULL_CODE = -(2**63)
 _HASH_SEED = 0x5EED
-#: a batch of at most this many rows is broadcast to the trace it is joined with
-BROADCAST_ROWS = 200_000
 
 __all__ = ["DIFF", "KEY", "SparkKernels", "SparkRuntime", "SparkUnavailableError", "local_session"]
 
@@ -127,19 +126,21 @@ class SparkRuntime:
 
     ``partitions`` is the number of key partitions of every arrangement (default: the
     session's ``spark.sql.shuffle.partitions``); ``checkpoint_every`` checkpoints every that
-    many merges of a trace (1: every merge).
+    many merges of a trace (1: every merge); a merge of fewer than ``merge_parts`` batches
+    and ``merge_rows`` rows is deferred (a union, no Spark job; see ``SparkKernels.merge``).
     """
 
     name = "spark"
 
     def __init__(self, spark: SparkSession, partitions: int | None = None,
-                 checkpoint_every: int = 1) -> None:
+                 checkpoint_every: int = 1, merge_parts: int = 8,
+                 merge_rows: int = 100_000) -> None:
         if partitions is None:
             partitions = int(spark.conf.get("spark.sql.shuffle.partitions") or 4)
-        if partitions < 1 or checkpoint_every < 1:
-            raise ValueError("partitions and checkpoint_every must be at least 1")
+        if min(partitions, checkpoint_every, merge_parts) < 1:
+            raise ValueError("partitions, checkpoint_every and merge_parts must be at least 1")
         self.spark = spark
-        self.kernels = SparkKernels(spark, partitions, checkpoint_every)
+        self.kernels = SparkKernels(spark, partitions, checkpoint_every, merge_parts, merge_rows)
 
     def to_polars(self, data: Any) -> Any:
         return self.kernels.to_polars(data)
@@ -222,14 +223,23 @@ def meet_columns(tt: TimeType, a: Sequence[Column], b: Sequence[Column]) -> list
 
 def join_on(left: DataFrame, right: DataFrame, on: Sequence[str], how: str = "inner") -> DataFrame:
     """Join on equal ``on`` columns, nulls equal to nulls (as grouping treats them); the ``on``
-    columns appear once, from ``left``."""
+    columns appear once, from ``left``. With the key code among them, only the code is an
+    equi-join key (the rest is a condition on matched pairs), so that sides partitioned by
+    the code join without an exchange."""
     on = list(on)
     renamed = right.select(
         [F.col(c).alias(f"__j_{c}") if c in on else F.col(c) for c in right.columns]
     )
-    cond = functools.reduce(
-        operator.and_, [F.col(c).eqNullSafe(F.col(f"__j_{c}")) for c in on]
-    )
+    if KEY in on:
+        cond = F.col(KEY) == F.col(f"__j_{KEY}")
+        for c in on:
+            if c != KEY:
+                cond = cond & F.coalesce(F.col(c).eqNullSafe(F.col(f"__j_{c}")), F.lit(False))
+        renamed = renamed.hint("shuffle_hash")
+    else:
+        cond = functools.reduce(
+            operator.and_, [F.col(c).eqNullSafe(F.col(f"__j_{c}")) for c in on]
+        )
     joined = left.join(renamed, on=cond, how=how)
     if how in ("left_semi", "left_anti"):
         return joined
@@ -244,10 +254,13 @@ class SparkKernels:
 
     name = "spark"
 
-    def __init__(self, spark: SparkSession, partitions: int, checkpoint_every: int = 1) -> None:
+    def __init__(self, spark: SparkSession, partitions: int, checkpoint_every: int = 1,
+                 merge_parts: int = 8, merge_rows: int = 100_000) -> None:
         self.spark = spark
         self.partitions = partitions
         self.checkpoint_every = checkpoint_every
+        self.merge_parts = merge_parts
+        self.merge_rows = merge_rows
         self._facts: weakref.WeakKeyDictionary[DataFrame, _Facts] = weakref.WeakKeyDictionary()
         self._persisted: list[weakref.ref[DataFrame]] = []
         self._merges = 0
@@ -341,20 +354,14 @@ class SparkKernels:
         target = pa.schema([(f.name, arrow_type(f.dataType.simpleString())) for f in struct])
         table = frame.to_arrow().cast(target)
         df = self.spark.createDataFrame(table, schema=struct)
-        self.facts(df).extra["polars"] = frame  # to_polars of it needs no job
-        tcols = sorted(
-            (c for c in frame.columns if c.startswith("__t") and c[3:].isdigit()),
-            key=lambda c: int(c[3:]),
-        )
-        if tcols and frame.height:
-            counts = frame.group_by(tcols).len().rows()
-            return self._known(df, time_counts={tuple(r[:-1]): r[-1] for r in counts})
-        return self._known(df, count=frame.height, time_counts={} if not frame.height else None)
+        self._remember_local(df, frame)  # counting or collecting it needs no job
+        return df
 
     def to_polars(self, batch: DataFrame) -> pl.DataFrame:
+        local = self.local_frame(batch)
+        if local is not None:
+            return local
         f = self._facts.get(batch)
-        if f is not None and "polars" in f.extra:
-            return f.extra["polars"]  # type: ignore[no-any-return]
         if f is not None and f.count == 0:
             return pl.DataFrame(schema=self.polars_schema(batch))
         self.jobs += 1
@@ -366,6 +373,8 @@ class SparkKernels:
 
     def height(self, batch: DataFrame) -> int:
         f = self.facts(batch)
+        if f.count is None and self.local_frame(batch) is not None:
+            return self.facts(batch).count  # type: ignore[return-value]
         if f.count is None:
             self.jobs += 1
             f.count = batch.count()
@@ -381,6 +390,8 @@ class SparkKernels:
     def count_by_time(self, batch: DataFrame, tt: TimeType) -> list[tuple[Time, int]]:
         """How many updates the batch holds at each time (one collect)."""
         f = self.facts(batch)
+        if f.time_counts is None and self.local_frame(batch) is not None:
+            return sorted((f.time_counts or {}).items())
         if f.time_counts is None:
             self.jobs += 1
             cols = tt.columns()
@@ -400,18 +411,18 @@ class SparkKernels:
 
     def select(self, batch: DataFrame, compiled: Sequence[SparkCompiled], tt: TimeType) -> DataFrame:
         out = batch.select(*[c.column for c in compiled], *tt.columns(), DIFF)
-        return self._known(out, like=batch)
+        return self._derived(out, batch)
 
     def with_columns(self, batch: DataFrame, compiled: Sequence[SparkCompiled],
                      names: Sequence[str], tt: TimeType) -> DataFrame:
         new = {c.name: c.column for c in compiled if c.name is not None}
         out = batch.withColumns(new).select(*names, *tt.columns(), DIFF)
-        return self._known(out, like=batch)
+        return self._derived(out, batch)
 
     def filter(self, batch: DataFrame, predicate: SparkCompiled) -> DataFrame:
         if self._empty_known(batch):
             return batch
-        return batch.filter(predicate.column)
+        return self._derived(batch.filter(predicate.column), batch, rows=False)
 
     def map_rows(self, batch: DataFrame, fn: Callable[..., Any], schema: Any,
                  src_names: Sequence[str], tt: TimeType, flat: bool) -> DataFrame:
@@ -476,13 +487,49 @@ class SparkKernels:
         return out
 
     def negate(self, batch: DataFrame) -> DataFrame:
-        return self._known(batch.withColumn(DIFF, -F.col(DIFF)), like=batch)
+        return self._derived(batch.withColumn(DIFF, -F.col(DIFF)), batch)
 
     def local_frame(self, batch: DataFrame) -> pl.DataFrame | None:
-        """The batch's rows as a Polars frame, when the driver holds them (it made the batch
-        from local data, or collected it for an output)."""
+        """The batch's rows as a Polars frame, when the driver holds them: the batch was made
+        from local data, or collected for an output, or it is a projection or filter of such
+        a batch, which Spark's optimizer evaluates on the driver (a local relation). Then
+        counting, consolidating or collecting it needs no Spark job."""
         f = self._facts.get(batch)
-        return None if f is None else f.extra.get("polars")
+        if f is None:
+            return None
+        if "polars" in f.extra:
+            return f.extra["polars"]  # type: ignore[no-any-return]
+        if not f.extra.pop("maybe_local", False):
+            return None
+        plan = batch._jdf.queryExecution().optimizedPlan()
+        if plan.getClass().getSimpleName() != "LocalRelation":
+            return None
+        schema = self.polars_schema(batch)
+        frame = pl.DataFrame([tuple(r) for r in batch.collect()], schema=schema, orient="row")
+        self._remember_local(batch, frame)
+        return frame
+
+    def _remember_local(self, df: DataFrame, frame: pl.DataFrame) -> None:
+        f = self.facts(df)
+        f.extra["polars"] = frame
+        f.count = frame.height
+        tcols = sorted((c for c in frame.columns if c.startswith("__t") and c[3:].isdigit()),
+                       key=lambda c: int(c[3:]))
+        if not frame.height:
+            f.time_counts = {}
+        elif tcols:
+            f.time_counts = {tuple(r[:-1]): r[-1] for r in frame.group_by(tcols).len().rows()}
+
+    def _derived(self, out: DataFrame, src: DataFrame, rows: bool = True,
+                 times: bool = True) -> DataFrame:
+        """Facts of ``out``, computed from ``src`` by a projection or filter: the row facts
+        if ``rows`` (same rows), and whether the driver may hold its rows."""
+        if rows:
+            self._known(out, like=src, times=times)
+        f = self._facts.get(src)
+        if f is not None and ("polars" in f.extra or f.extra.get("maybe_local")):
+            self.facts(out).extra["maybe_local"] = True
+        return out
 
     def consolidate(self, batch: DataFrame, sums: Sequence[str] = (DIFF,)) -> DataFrame:
         """One row per ``(data, time)`` with the summed diff (and weights); zero rows removed."""
@@ -517,7 +564,7 @@ class SparkKernels:
         else:
             return self._enter_polars(batch, data, outer, new, priority)
         out = batch.select(*data, *outer.columns(), *extra, DIFF)
-        return self._known(out, like=batch, times=False)
+        return self._derived(out, batch, times=False)
 
     def _enter_polars(self, batch: DataFrame, data: list[str], outer: TimeType, new: list[str],
                       priority: pl.Expr) -> DataFrame:
@@ -543,14 +590,14 @@ class SparkKernels:
         return self._known(out, like=batch, times=False)
 
     def leave(self, batch: DataFrame, inner: TimeType, outer: TimeType) -> DataFrame:
-        return self._known(batch.drop(*inner.columns()[outer.width:]), like=batch, times=False)
+        return self._derived(batch.drop(*inner.columns()[outer.width:]), batch, times=False)
 
     def increment(self, batch: DataFrame, tt: TimeType, limit: int | None) -> DataFrame:
         last = tt.columns()[-1]
         out = batch.withColumn(last, F.col(last) + 1)
         if limit is not None:
-            return out.filter(F.col(last) < limit)
-        return self._known(out, like=batch, times=False)
+            return self._derived(out.filter(F.col(last) < limit), batch, rows=False)
+        return self._derived(out, batch, times=False)
 
     def advance(self, batch: DataFrame, tt: TimeType, frontier: Sequence[Time]) -> DataFrame:
         """Advance every time by the frontier (compaction): the meet over ``f`` of
@@ -644,11 +691,24 @@ class SparkKernels:
 
     def merge(self, batches: Sequence[DataFrame], tt: TimeType, since: Sequence[Time],
               sums: Sequence[str] = (DIFF,)) -> DataFrame:
-        """Merge arranged batches, advancing times to ``since`` and consolidating; the result
-        is partitioned by key, materialized, and checkpointed every ``checkpoint_every``
-        merges; the merged batches are unpersisted."""
-        merged = self.concat(batches)
-        merged = self.advance(merged, tt, since)
+        """Merge arranged batches, advancing times to ``since`` and consolidating.
+
+        A merge of few, small batches is deferred: the result is their union with the times
+        advanced (the same accumulations at every time in advance of ``since``; its height is
+        the exact number of rows it holds), and needs no Spark job. Once a merge would hold
+        ``merge_parts`` deferred parts or ``merge_rows`` rows, it is done: consolidated,
+        partitioned by key, materialized (checkpointed every ``checkpoint_every`` merges, so
+        lineage stays short), and the batches it replaced are unpersisted.
+        """
+        parts: list[DataFrame] = []
+        for b in batches:
+            parts.extend(self.facts(b).extra.get("parts", [b]))
+        rows = sum(self.height(b) for b in batches)
+        merged = self.advance(self.concat(batches), tt, since)
+        if len(parts) < self.merge_parts and rows < self.merge_rows:
+            out = self._known(merged, count=rows)
+            self.facts(out).extra["parts"] = parts
+            return out
         merged = self.consolidate(merged, sums).repartition(self.partitions, KEY)
         self._merges += 1
         if self._merges % self.checkpoint_every == 0:
@@ -656,7 +716,7 @@ class SparkKernels:
         else:
             out = self._persist(merged)
             self.height(out)
-        for b in batches:
+        for b in parts:
             self._unpersist(b)
         return out
 
@@ -670,15 +730,14 @@ class SparkKernels:
         return keys
 
     def lookup(self, batch: DataFrame, keys: DataFrame) -> DataFrame:
-        """The rows of an arranged batch whose key code is in ``keys``: a semi-join with the
-        key set broadcast, so the batch stays where it is."""
+        """The rows of an arranged batch whose key code is in ``keys``: a semi-join on the
+        code, where the batch is (both sides are partitioned by the code)."""
         if self._empty_known(batch):
             return batch
         if self._empty_known(keys):
             return self._known(batch.limit(0), count=0)
-        bound = self.facts(keys).bound
-        small = bound is None or bound <= BROADCAST_ROWS
-        return batch.join(F.broadcast(keys) if small else keys, on=KEY, how="left_semi")
+        # both sides are partitioned by the code: the semi-join runs where they are
+        return batch.join(keys.hint("shuffle_hash"), on=KEY, how="left_semi")
 
     # ------------------------------------------------------------------ joins
 
@@ -686,22 +745,19 @@ class SparkKernels:
                    left_on: Sequence[str], right_on: Sequence[str], delta_is_left: bool,
                    output: Sequence[tuple[str, str, str]]) -> DataFrame:
         """Every pair of rows with equal keys: the output columns, the lub of the two times
-        and the product of the diffs. The delta is broadcast when small."""
+        and the product of the diffs, joined where the data is (see the module docstring)."""
         left, right = (delta, other) if delta_is_left else (other, delta)
         empty = self._empty_known(left) or self._empty_known(right)
         lsel = left.select([F.col(c).alias(f"__l_{c}") for c in left.columns])
         rsel = right.select([F.col(c).alias(f"__r_{c}") for c in right.columns])
-        count = self.facts(delta).count
-        if count is not None and count <= BROADCAST_ROWS:
-            if delta_is_left:
-                lsel = F.broadcast(lsel)
-            else:
-                rsel = F.broadcast(rsel)
-        pairs = [(KEY, KEY), *zip(left_on, right_on, strict=True)]
-        cond = functools.reduce(
-            operator.and_, [F.col(f"__l_{a}") == F.col(f"__r_{b}") for a, b in pairs]
-        )
-        j = lsel.join(rsel, on=cond, how="inner")
+        # equal codes, then equal keys: only the code is an equi-join key (the key columns'
+        # equality, wrapped, is a condition on the matched pairs), so that the delta and the
+        # trace slice, both partitioned by the code, join where they are: no exchange, and no
+        # broadcast (a broadcast is a Spark job of its own)
+        cond = F.col(f"__l_{KEY}") == F.col(f"__r_{KEY}")
+        for a, b in zip(left_on, right_on, strict=True):
+            cond = cond & F.coalesce(F.col(f"__l_{a}") == F.col(f"__r_{b}"), F.lit(False))
+        j = lsel.join(rsel.hint("shuffle_hash"), on=cond, how="inner")
         tcols = tt.columns()
         exprs = [F.col(f"__{side}_{c}").alias(name) for side, c, name in output]
         exprs += join_columns(tt, [F.col(f"__l_{c}") for c in tcols],
@@ -716,7 +772,7 @@ class SparkKernels:
     # ------------------------------------------------------------------ the reduce family
 
     def drop_key(self, batch: DataFrame) -> DataFrame:
-        return self._known(batch.drop(KEY), like=batch)
+        return self._derived(batch.drop(KEY), batch)
 
     def without_keys(self, batch: DataFrame, keys: DataFrame) -> DataFrame:
         """The rows of ``batch`` whose ``(KEY, keys)`` are not among ``keys``' rows."""

@@ -5,9 +5,9 @@ Spark DataFrames (see :mod:`ddflow.operators.reduce` for the algorithm).
   its other input times (a loop of joins on the driver's command, one emptiness check per
   round, for partially ordered times); grouped by time with one collect of the distinct times;
 * ``reduce_evaluate``: the accumulations at the queried ``(key, time)`` pairs, the group
-  function, and the difference with the output accumulated there, in rounds (a key's ready
-  times ranked in a linear extension of the order), each round's corrections checkpointed
-  and visible to the next;
+  function, and the difference with the output accumulated there, in rounds (the levels of
+  the ready times: antichains, each after its predecessors; planned on the driver), each
+  round's corrections checkpointed and visible to the next;
 * the group functions ``agg_weights``, ``agg``, ``distinct`` and ``threshold`` as Spark
   aggregations; ``reduce(fn)`` calls ``fn`` on the executors, through the local runtime's own
   group function, on the groups of one partition at a time (``mapInArrow`` after
@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 import pyarrow as pa
-from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from ddflow.kernels.local_reduce import GROUP_FUNCTIONS as LOCAL_GROUP_FUNCTIONS
@@ -175,36 +175,52 @@ def minmax_unchanged(k: SparkKernels, spec: ReduceSpec, new: DataFrame, out_hist
 
 
 def time_queries(k: SparkKernels, pending: dict[Time, list[DataFrame]], tt: TimeType) -> DataFrame:
-    """``(KEY, keys, __t*)`` rows, one per distinct pending ``(key, time)``."""
+    """``(KEY, keys, __t*)`` rows, one per distinct pending ``(key, time)``. The times are
+    remembered with the queries (``reduce_evaluate`` plans its rounds from them); when every
+    time's keys come from one closure, whose size is known, so is the number of queries."""
     parts = []
+    counts: list[int | None] = []
     for t, frames in pending.items():
         keys = k.concat(frames)
+        counts.append(k.facts(keys).count if len(frames) == 1 else None)
         parts.append(keys.select(
             "*", *[F.lit(v).cast("bigint").alias(c) for c, v in zip(tt.columns(), t, strict=True)]
         ))
-    queries = k.concat(parts).distinct().localCheckpoint(eager=False)
-    # one job: the queries computed and kept, their number, and the most times of one key
-    # (the rounds reduce_evaluate needs)
-    k.jobs += 1
-    total, most = (
-        queries.groupBy(KEY).count().agg(F.sum("count"), F.max("count")).collect()[0]
-    )
-    facts = k.facts(queries)
-    facts.count = int(total or 0)
-    facts.extra["rounds"] = int(most or 0)
+    if all(n is not None for n in counts):  # distinct already: one distinct frame per time
+        queries = k._known(k.concat(parts), count=sum(n for n in counts if n is not None))
+    else:
+        queries = k.concat(parts).distinct()
+    k.facts(queries).extra["times"] = sorted(pending)
     return queries
+
+
+def levels(times: Sequence[Time], tt: TimeType) -> list[list[Time]]:
+    """The times in rounds: each round an antichain, each time after every smaller one.
+
+    >>> from ddflow.lattice import TimeType
+    >>> levels([(0, 1), (1, 0), (1, 1), (2, 0)], TimeType(("product", "product")))
+    [[(0, 1), (1, 0)], [(1, 1), (2, 0)]]
+    """
+    level: dict[Time, int] = {}
+    for t in sorted(times):  # lexicographic: a linear extension of the order
+        below = [level[s] for s in level if tt.less_equal(s, t)]
+        level[t] = 1 + max(below, default=-1)
+    rounds: list[list[Time]] = [[] for _ in range(1 + max(level.values(), default=-1))]
+    for t, n in level.items():
+        rounds[n].append(t)
+    return rounds
 
 
 def reduce_prepare(k: SparkKernels, spec: ReduceSpec, batch: DataFrame, tt: TimeType) -> DataFrame:
     """Shape an input batch for the reduce's input arrangement (types as the local kernel's)."""
     if spec.kind != "agg_weights":
-        return k._known(batch.select(*spec.keys, *spec.values, *tt.columns(), DIFF), like=batch)
+        return k._derived(batch.select(*spec.keys, *spec.values, *tt.columns(), DIFF), batch)
     empty = pl.DataFrame(schema=k.polars_schema(batch))
     types = local_reduce_prepare(spec, empty, tt).schema
     ws = [
         (F.col(w[4:]) * F.col(DIFF)).cast(spark_type_name(types[w])).alias(w) for w in spec.weights
     ]
-    return k._known(batch.select(*spec.keys, *tt.columns(), DIFF, *ws), like=batch)
+    return k._derived(batch.select(*spec.keys, *tt.columns(), DIFF, *ws), batch)
 
 
 def accumulate(history: DataFrame, queries: DataFrame, tt: TimeType, keys: Sequence[str],
@@ -229,7 +245,15 @@ def accumulate(history: DataFrame, queries: DataFrame, tt: TimeType, keys: Seque
 def reduce_evaluate(k: SparkKernels, spec: ReduceSpec, queries: DataFrame, history: DataFrame,
                     out_history: DataFrame, tt: TimeType) -> DataFrame:
     """Corrections to the output at the queried ``(key, time)`` pairs:
-    rows ``KEY, keys, outputs, __t*, __diff``."""
+    rows ``KEY, keys, outputs, __t*, __diff``.
+
+    The local kernel ranks each key's times and runs round ``r`` on every key's ``r``-th
+    time. Here the rounds are the :func:`levels` of the queried times (each an antichain,
+    after all its predecessors), planned on the driver without a job. The corrections are
+    the same: the one at ``(k, t)`` is ``f(input at t)`` minus the output at ``t``, which
+    includes the corrections at every queried time ``<= t``, processed in an earlier round
+    under both schemes; incomparable times do not see each other's.
+    """
     jkeys = [KEY, *spec.keys]
     tcols = tt.columns()
     qcols = time_columns(tt, QPREFIX)
@@ -241,21 +265,18 @@ def reduce_evaluate(k: SparkKernels, spec: ReduceSpec, queries: DataFrame, histo
     out_history = out_history.select(*jkeys, *outs, *tcols, DIFF)
     out_types = dict(out_history.dtypes)
     desired = GROUP_FUNCTIONS[spec.kind](k, spec, acc, jkeys, qcols, out_types)
-    rounds = k.facts(queries).extra.get("rounds")
-    if rounds is None:
-        k.jobs += 1
-        rounds = int(queries.groupBy(KEY).count().agg(F.max("count")).collect()[0][0] or 0)
-    ranked = None
-    if rounds > 1:
-        order = Window.partitionBy(KEY).orderBy(*qcols)
-        ranked = k._materialize(q_all.withColumn("__rank", F.row_number().over(order) - 1))
-        desired = k._materialize(desired)
+    times = k.facts(queries).extra.get("times")
+    if times is None:  # queries not made by time_queries: read their times
+        times = k.distinct_times(queries, tt)
+    rounds = levels(times, tt)
     group = [*jkeys, *qcols, *outs]
     emitted: list[DataFrame] = []
-    for r in range(max(rounds, 1)):
-        q = q_all if ranked is None else ranked.filter(F.col("__rank") == r).drop("__rank")
+    for r, round_times in enumerate(rounds):
+        q, want = q_all, desired
+        if len(rounds) > 1:
+            at = _at_times(qcols, round_times)
+            q, want = q_all.filter(at), desired.filter(at)
         current = accumulate(out_history, q, tt, jkeys, outs)
-        want = desired if ranked is None else join_on(desired, q, [*jkeys, *qcols], "left_semi")
         negated = current.select(*group, (-F.col(DIFF)).alias(DIFF))
         change = (
             want.select(*group, DIFF)
@@ -268,11 +289,19 @@ def reduce_evaluate(k: SparkKernels, spec: ReduceSpec, queries: DataFrame, histo
         change = k._materialize(change, tt)
         if k.count_by_time(change, tt):
             emitted.append(change)
-            if r + 1 < rounds:
+            if r + 1 < len(rounds):
                 out_history = out_history.union(change)
     if not emitted:
         return k._known(out_history.limit(0), count=0)
     return k.concat(emitted)
+
+
+def _at_times(cols: Sequence[str], times: Sequence[Time]) -> Column:
+    """The row's time (in ``cols``) is one of ``times``."""
+    return functools.reduce(operator.or_, [
+        functools.reduce(operator.and_, [F.col(c) == v for c, v in zip(cols, t, strict=True)])
+        for t in times
+    ])
 
 
 # ---------------------------------------------------------------------- group functions
