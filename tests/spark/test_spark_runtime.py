@@ -107,7 +107,8 @@ def check_both(spark: Any, schemas: dict[str, dict[str, str]], build: Build,
         for e in range(len(stream)):
             want = reference(spark_flow, accumulated(stream, e, list(schemas)))
             for i, out in enumerate(remote):
-                assert frame_to_counter(out.snapshot(epoch=e)) == want[out], f"output {i}, epoch {e}"
+                got = frame_to_counter(out.snapshot(epoch=e))
+                assert got == want[out], f"output {i}, epoch {e}"
     spark_flow.runtime.release()
     return spark_flow, remote
 
@@ -411,15 +412,44 @@ def test_expressions_match_polars_on_random_values(spark):
     assert not wrong, wrong
 
 
-def test_unsupported_function_names_itself(spark):
+def test_every_function_compiles_and_a_missing_one_is_named(spark, monkeypatch):
     from ddflow.errors import ExpressionError
-    from ddflow.expr import Expr
-    from ddflow.kernels.spark_expr import compile_spark
+    from ddflow.expr import FUNCTIONS
+    from ddflow.kernels import spark_expr
     from ddflow.schema import Schema
 
-    e = Expr("function", (dd.col("x"),), ("str.reverse",), None)
-    with pytest.raises(ExpressionError, match="str.reverse"):
-        compile_spark(e, Schema({"x": "str"}))
+    assert set(FUNCTIONS) <= set(spark_expr._FUNCTIONS)
+    monkeypatch.delitem(spark_expr._FUNCTIONS, "str.upper")
+    with pytest.raises(ExpressionError, match=r"'str\.upper'"):
+        spark_expr.compile_spark(dd.col("s").str.upper(), Schema({"s": "str"}))
+
+
+def test_lattice_columns_match_the_scalar_lattice(spark):
+    from ddflow.kernels.spark_lattice import advance_columns, join_columns, le_column
+    from ddflow.lattice import TimeType
+
+    tt = TimeType(("product", "lexicographic", "product"))
+    rng = random.Random(5)
+    rows = [tuple(rng.randrange(3) for _ in range(2 * tt.width)) for _ in range(60)]
+    frontier = [(1, 0, 2, 1), (0, 2, 0, 2), (2, 1, 1, 0)]
+    a, b = ["a0", "a1", "a2", "a3"], ["b0", "b1", "b2", "b3"]
+    df = spark.createDataFrame(rows, [*a, *b])
+    got = df.select(
+        le_column(tt, a, b).alias("le"),
+        *join_columns(tt, [dd_col(c) for c in a], [dd_col(c) for c in b], ["j0", "j1", "j2", "j3"]),
+        *advance_columns(tt, a, frontier),
+    ).collect()
+    for row, out in zip(rows, got, strict=True):
+        s, t = row[:4], row[4:]
+        assert out["le"] == tt.less_equal(s, t)
+        assert tuple(out[f"j{i}"] for i in range(4)) == tt.join(s, t)
+        assert tuple(out[c] for c in a) == tt.advance_by(s, frontier)
+
+
+def dd_col(name: str) -> Any:
+    from pyspark.sql import functions as F
+
+    return F.col(name)
 
 
 # ---------------------------------------------------------------------- environment

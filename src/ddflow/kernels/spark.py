@@ -50,6 +50,12 @@ from pyspark.sql import types as T
 from ddflow.errors import DDFlowError
 from ddflow.kernels.local import LocalKernels
 from ddflow.kernels.spark_expr import SparkCompiled, arrow_type, compile_spark, spark_type_name
+from ddflow.kernels.spark_lattice import (
+    advance_columns,
+    at_times,
+    join_columns,
+    time_columns_of,
+)
 from ddflow.lattice import Time, TimeType
 from ddflow.schema import Schema
 
@@ -160,90 +166,7 @@ class _Facts:
     count: int | None = None
     #: rows per time, when known (then also the count and the distinct times)
     time_counts: dict[Time, int] | None = None
-    #: an upper bound of the rows (for key sets: the rows of the batch they came from)
-    bound: int | None = None
     extra: dict[str, Any] = field(default_factory=dict)
-
-
-# ---------------------------------------------------------------------- time expressions
-
-
-def time_columns(tt: TimeType, prefix: str = "__t") -> list[str]:
-    return [f"{prefix}{i}" for i in range(tt.width)]
-
-
-def le_column(tt: TimeType, a: Sequence[str], b: Sequence[str]) -> Column:
-    """The time in columns ``a`` is ``<=`` the time in columns ``b``."""
-    parts: list[Column] = []
-    i = 0
-    while i < tt.width:
-        if i in tt.pair_starts:
-            pa_, ia, pb, ib = F.col(a[i]), F.col(a[i + 1]), F.col(b[i]), F.col(b[i + 1])
-            parts.append((pa_ < pb) | ((pa_ == pb) & (ia <= ib)))
-            i += 2
-        else:
-            parts.append(F.col(a[i]) <= F.col(b[i]))
-            i += 1
-    return functools.reduce(operator.and_, parts)
-
-
-def join_columns(tt: TimeType, a: Sequence[Column], b: Sequence[Column],
-                 out: Sequence[str]) -> list[Column]:
-    """The least upper bound of times ``a`` and ``b``, named ``out``."""
-    cols: list[Column] = []
-    i = 0
-    while i < tt.width:
-        if i in tt.pair_starts:
-            pa_, ia, pb, ib = a[i], a[i + 1], b[i], b[i + 1]
-            take_b = (pb > pa_) | ((pb == pa_) & (ib > ia))
-            cols.append(F.when(take_b, pb).otherwise(pa_).alias(out[i]))
-            cols.append(F.when(take_b, ib).otherwise(ia).alias(out[i + 1]))
-            i += 2
-        else:
-            cols.append(F.greatest(a[i], b[i]).alias(out[i]))
-            i += 1
-    return cols
-
-
-def meet_columns(tt: TimeType, a: Sequence[Column], b: Sequence[Column]) -> list[Column]:
-    """The greatest lower bound of times ``a`` and ``b``."""
-    cols: list[Column] = []
-    i = 0
-    while i < tt.width:
-        if i in tt.pair_starts:
-            pa_, ia, pb, ib = a[i], a[i + 1], b[i], b[i + 1]
-            take_b = (pb < pa_) | ((pb == pa_) & (ib < ia))
-            cols += [F.when(take_b, pb).otherwise(pa_), F.when(take_b, ib).otherwise(ia)]
-            i += 2
-        else:
-            cols.append(F.least(a[i], b[i]))
-            i += 1
-    return cols
-
-
-def join_on(left: DataFrame, right: DataFrame, on: Sequence[str], how: str = "inner") -> DataFrame:
-    """Join on equal ``on`` columns, nulls equal to nulls (as grouping treats them); the ``on``
-    columns appear once, from ``left``. With the key code among them, only the code is an
-    equi-join key (the rest is a condition on matched pairs), so that sides partitioned by
-    the code join without an exchange."""
-    on = list(on)
-    renamed = right.select(
-        [F.col(c).alias(f"__j_{c}") if c in on else F.col(c) for c in right.columns]
-    )
-    if KEY in on:
-        cond = F.col(KEY) == F.col(f"__j_{KEY}")
-        for c in on:
-            if c != KEY:
-                cond = cond & F.coalesce(F.col(c).eqNullSafe(F.col(f"__j_{c}")), F.lit(False))
-        renamed = renamed.hint("shuffle_hash")
-    else:
-        cond = functools.reduce(
-            operator.and_, [F.col(c).eqNullSafe(F.col(f"__j_{c}")) for c in on]
-        )
-    joined = left.join(renamed, on=cond, how=how)
-    if how in ("left_semi", "left_anti"):
-        return joined
-    return joined.drop(*[f"__j_{c}" for c in on])
 
 
 # ---------------------------------------------------------------------- the kernels
@@ -286,7 +209,6 @@ class SparkKernels:
             src = self._facts.get(like)
             if src is not None:
                 f.count = src.count
-                f.bound = src.bound
                 if times:
                     f.time_counts = src.time_counts
         if count is not None:
@@ -300,15 +222,11 @@ class SparkKernels:
         f = self._facts.get(df)
         return f is not None and f.count == 0
 
-    def _materialize(self, df: DataFrame, tt: TimeType | None = None) -> DataFrame:
+    def _materialize(self, df: DataFrame) -> DataFrame:
         """``df`` computed once and kept, its lineage cut (a local checkpoint), in one job that
-        also counts its rows (per time, with ``tt``)."""
+        also counts its rows (per time, when it has time columns)."""
         out = self._known(df.localCheckpoint(eager=False), like=df)
-        # the first action computes every partition and keeps it
-        if tt is None:
-            self.height(out)
-        else:
-            self.count_by_time(out, tt)
+        self.height(out)  # the first action computes every partition and keeps it
         return out
 
     def _persist(self, df: DataFrame) -> DataFrame:
@@ -376,12 +294,16 @@ class SparkKernels:
         if f.count is None and self.local_frame(batch) is not None:
             return self.facts(batch).count  # type: ignore[return-value]
         if f.count is None:
-            self.jobs += 1
-            f.count = batch.count()
+            tcols = time_columns_of(batch.columns)
+            if tcols:  # the same one job also tells the times
+                self._count_times(batch, tcols)
+            else:
+                self.jobs += 1
+                f.count = batch.count()
             if f.count == 0:
                 f.time_counts = {}
                 self._unpersist(batch)  # nothing to keep: every later use short-circuits
-        return f.count
+        return f.count  # type: ignore[return-value]
 
     def is_empty(self, batch: DataFrame) -> bool:
         # a count is one job; isEmpty() may take several (it scans partitions incrementally)
@@ -393,12 +315,15 @@ class SparkKernels:
         if f.time_counts is None and self.local_frame(batch) is not None:
             return sorted((f.time_counts or {}).items())
         if f.time_counts is None:
-            self.jobs += 1
-            cols = tt.columns()
-            rows = batch.groupBy(*cols).count().collect()
-            f.time_counts = {tuple(int(x) for x in r[:-1]): int(r[-1]) for r in rows}
-            f.count = sum(f.time_counts.values())
-        return sorted(f.time_counts.items())
+            self._count_times(batch, tt.columns())
+        return sorted((f.time_counts or {}).items())
+
+    def _count_times(self, batch: DataFrame, tcols: Sequence[str]) -> None:
+        self.jobs += 1
+        rows = batch.groupBy(*tcols).count().collect()
+        f = self.facts(batch)
+        f.time_counts = {tuple(int(x) for x in r[:-1]): int(r[-1]) for r in rows}
+        f.count = sum(f.time_counts.values())
 
     def distinct_times(self, batch: DataFrame, tt: TimeType) -> list[Time]:
         return [t for t, _ in self.count_by_time(batch, tt)]
@@ -409,7 +334,8 @@ class SparkKernels:
         """A column expression compiled, once, to a Spark column (see spark_expr)."""
         return compile_spark(expr, schema, name)
 
-    def select(self, batch: DataFrame, compiled: Sequence[SparkCompiled], tt: TimeType) -> DataFrame:
+    def select(self, batch: DataFrame, compiled: Sequence[SparkCompiled],
+               tt: TimeType) -> DataFrame:
         out = batch.select(*[c.column for c in compiled], *tt.columns(), DIFF)
         return self._derived(out, batch)
 
@@ -513,8 +439,7 @@ class SparkKernels:
         f = self.facts(df)
         f.extra["polars"] = frame
         f.count = frame.height
-        tcols = sorted((c for c in frame.columns if c.startswith("__t") and c[3:].isdigit()),
-                       key=lambda c: int(c[3:]))
+        tcols = time_columns_of(frame.columns)
         if not frame.height:
             f.time_counts = {}
         elif tcols:
@@ -560,7 +485,8 @@ class SparkKernels:
         if priority is None:
             extra = [F.lit(0).cast("bigint").alias(c) for c in new]
         elif isinstance(priority, SparkCompiled):
-            extra = [priority.column.cast("bigint").alias(new[0]), F.lit(0).cast("bigint").alias(new[1])]
+            extra = [priority.column.cast("bigint").alias(new[0]),
+                     F.lit(0).cast("bigint").alias(new[1])]
         else:
             return self._enter_polars(batch, data, outer, new, priority)
         out = batch.select(*data, *outer.columns(), *extra, DIFF)
@@ -600,19 +526,13 @@ class SparkKernels:
         return self._derived(out, batch, times=False)
 
     def advance(self, batch: DataFrame, tt: TimeType, frontier: Sequence[Time]) -> DataFrame:
-        """Advance every time by the frontier (compaction): the meet over ``f`` of
-        ``join(t, f)``."""
+        """Advance every time by the frontier (compaction), without consolidating."""
         if not frontier or self._empty_known(batch):
             return batch
         cols = tt.columns()
-        current = [F.col(c) for c in cols]
-        result: list[Column] | None = None
-        for f in frontier:
-            lits = [F.lit(v).cast("bigint") for v in f]
-            exprs = [_unalias(tt, current, lits, i) for i in range(tt.width)]
-            result = exprs if result is None else meet_columns(tt, result, exprs)
-        assert result is not None
-        return batch.withColumns({c: e for c, e in zip(cols, result, strict=True)})
+        return batch.withColumns(
+            dict(zip(cols, advance_columns(tt, cols, frontier), strict=True))
+        )
 
     def split_by_time(self, batch: DataFrame, tt: TimeType) -> list[tuple[Time, DataFrame]]:
         """The batch's updates per time. With times unknown (an output's or a vertex's
@@ -628,8 +548,7 @@ class SparkKernels:
         cols = tt.columns()
         parts = []
         for t, n in counts:
-            cond = functools.reduce(operator.and_, [F.col(c) == v for c, v in zip(cols, t)])
-            parts.append((t, self._known(batch.filter(cond), time_counts={t: n})))
+            parts.append((t, self._known(batch.filter(at_times(cols, [t])), time_counts={t: n})))
         return parts
 
     def split_complete(self, batches: Sequence[DataFrame], last_epoch: int
@@ -723,11 +642,7 @@ class SparkKernels:
     def key_set(self, batch: DataFrame) -> DataFrame:
         """The distinct key codes of an arranged batch: a small DataFrame for lookups."""
         keys = batch.select(KEY).distinct()
-        f = self._facts.get(batch)
-        if f is not None and f.count is not None:
-            self._known(keys, count=0 if f.count == 0 else None)
-            self.facts(keys).bound = f.count
-        return keys
+        return self._known(keys, count=0) if self._empty_known(batch) else keys
 
     def lookup(self, batch: DataFrame, keys: DataFrame) -> DataFrame:
         """The rows of an arranged batch whose key code is in ``keys``: a semi-join on the
@@ -775,10 +690,9 @@ class SparkKernels:
         return self._derived(batch.drop(KEY), batch)
 
     def without_keys(self, batch: DataFrame, keys: DataFrame) -> DataFrame:
-        """The rows of ``batch`` whose ``(KEY, keys)`` are not among ``keys``' rows."""
-        if self._empty_known(keys) or self._empty_known(batch):
-            return batch
-        return join_on(batch, keys, keys.columns, "left_anti")
+        from ddflow.kernels import spark_reduce
+
+        return spark_reduce.without_keys(self, batch, keys)
 
     def interesting_times(self, new: DataFrame, history: DataFrame, tt: TimeType,
                           keys: Sequence[str]) -> list[tuple[Time, DataFrame]]:
@@ -810,12 +724,3 @@ class SparkKernels:
 
 
 _EPOCHS = TimeType(("product",))
-
-
-def _unalias(tt: TimeType, a: Sequence[Column], b: Sequence[Column], i: int) -> Column:
-    """Coordinate ``i`` of ``join(a, b)`` as an unnamed column."""
-    for p in tt.pair_starts:
-        if i in (p, p + 1):
-            take_b = (b[p] > a[p]) | ((b[p] == a[p]) & (b[p + 1] > a[p + 1]))
-            return F.when(take_b, b[i]).otherwise(a[i])
-    return F.greatest(a[i], b[i])

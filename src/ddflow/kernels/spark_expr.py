@@ -95,15 +95,16 @@ def arrow_type(spark_name: str) -> pa.DataType:
 def compile_spark(expr: Expr, schema: Schema, name: str | None = None) -> SparkCompiled:
     """Check ``expr`` against ``schema`` and compile it to a Spark column of Polars' output type.
 
-    ``name`` aliases the column (default: the expression's output name); a predicate may be
-    left unnamed.
+    ``name`` names the column (a select's output name); a predicate is left unnamed. A node
+    the Spark runtime cannot compile is an :class:`~ddflow.errors.ExpressionError` naming it.
     """
     compiler = _SparkCompiler(schema, expr)
-    column = compiler.visit(expr)
-    target = output_dtype(expr, schema)
-    column = column.cast(target.spark_type_name)
-    if name is None:
-        name = expr.output_name()
+    try:
+        column = compiler.visit(expr)
+    except NotImplementedError as e:
+        raise ExpressionError(f"the Spark runtime cannot compile {expr!r}: {e}",
+                              site=expr.site) from None
+    column = column.cast(output_dtype(expr, schema).spark_type_name)
     return SparkCompiled(name, column if name is None else column.alias(name))
 
 

@@ -33,16 +33,9 @@ from pyspark.sql import functions as F
 
 from ddflow.kernels.local_reduce import GROUP_FUNCTIONS as LOCAL_GROUP_FUNCTIONS
 from ddflow.kernels.local_reduce import reduce_prepare as local_reduce_prepare
-from ddflow.kernels.spark import (
-    DIFF,
-    KEY,
-    QPREFIX,
-    join_columns,
-    join_on,
-    le_column,
-    time_columns,
-)
+from ddflow.kernels.spark import DIFF, KEY, QPREFIX
 from ddflow.kernels.spark_expr import arrow_type, spark_type_name
+from ddflow.kernels.spark_lattice import at_times, join_columns, le_column, time_columns
 from ddflow.lattice import Time, TimeType
 
 if TYPE_CHECKING:
@@ -52,15 +45,54 @@ if TYPE_CHECKING:
 __all__ = [
     "accumulate",
     "interesting_times",
+    "join_on",
     "minmax_unchanged",
     "reduce_evaluate",
     "reduce_prepare",
     "time_queries",
+    "without_keys",
 ]
 
 
 def _rename(df: DataFrame, mapping: dict[str, str]) -> DataFrame:
     return df.withColumnsRenamed(mapping) if mapping else df
+
+
+def join_on(left: DataFrame, right: DataFrame, on: Sequence[str], how: str = "inner") -> DataFrame:
+    """Join on equal ``on`` columns, nulls equal to nulls (as grouping treats them); the ``on``
+    columns appear once, from ``left``. With the key code among them, only the code is an
+    equi-join key (the rest is a condition on matched pairs), so that sides partitioned by
+    the code join where they are, without an exchange."""
+    on = list(on)
+    renamed = right.select(
+        [F.col(c).alias(f"__j_{c}") if c in on else F.col(c) for c in right.columns]
+    )
+    if KEY in on:
+        cond = F.col(KEY) == F.col(f"__j_{KEY}")
+        for c in on:
+            if c != KEY:
+                cond = cond & F.coalesce(F.col(c).eqNullSafe(F.col(f"__j_{c}")), F.lit(False))
+        renamed = renamed.hint("shuffle_hash")
+    else:
+        cond = functools.reduce(
+            operator.and_, [F.col(c).eqNullSafe(F.col(f"__j_{c}")) for c in on]
+        )
+    joined = left.join(renamed, on=cond, how=how)
+    if how in ("left_semi", "left_anti"):
+        return joined
+    return joined.drop(*[f"__j_{c}" for c in on])
+
+
+def without_keys(k: SparkKernels, batch: DataFrame, keys: DataFrame) -> DataFrame:
+    """The rows of ``batch`` whose ``(KEY, keys)`` are not among ``keys``' rows."""
+    if k._empty_known(keys) or k._empty_known(batch):
+        return batch
+    out = join_on(batch, keys, keys.columns, "left_anti")
+    rows_of = k.facts(keys).extra.get("rows_of")  # set by minmax_unchanged
+    count = k.facts(batch).count
+    if rows_of is not None and rows_of[0] is batch and count is not None:
+        k._known(out, count=count - rows_of[1])
+    return out
 
 
 # ---------------------------------------------------------------------- interesting times
@@ -85,7 +117,7 @@ def interesting_times(k: SparkKernels, new: DataFrame, history: DataFrame, tt: T
         )
         closed = fresh.union(later).distinct()
     else:
-        closed = k._materialize(fresh)
+        closed = fresh
         others = _rename(history.select(*cols).union(fresh).distinct(), rename)
         delta = closed
         while True:
@@ -100,12 +132,11 @@ def interesting_times(k: SparkKernels, new: DataFrame, history: DataFrame, tt: T
                 break
             closed = closed.union(delta)
             others = others.union(_rename(delta, rename))
-    closed = k._materialize(closed, tt)
-    parts = []
-    for t, n in k.count_by_time(closed, tt):
-        cond = functools.reduce(operator.and_, [F.col(c) == v for c, v in zip(tcols, t, strict=True)])
-        parts.append((t, k._known(closed.filter(cond).select(*jkeys), count=n)))
-    return parts
+    closed = k._materialize(closed)
+    return [
+        (t, k._known(closed.filter(at_times(tcols, [t])).select(*jkeys), count=n))
+        for t, n in k.count_by_time(closed, tt)
+    ]
 
 
 # ---------------------------------------------------------------------- min/max fast path
@@ -137,6 +168,7 @@ def minmax_unchanged(k: SparkKernels, spec: ReduceSpec, new: DataFrame, out_hist
     maxs = [(name, c) for name, kind, c in spec.aggs if kind == "max"]
     mcols = [f"__m{i}" for i in range(tt.width)]
     g = new.groupBy(*jkeys).agg(
+        F.count(F.lit(1)).alias("__n"),
         F.min((F.col(DIFF) > 0).cast("int")).alias("__pos"),
         *[F.min(t).alias(m) for t, m in zip(tcols, mcols, strict=True)],
         *[_float_extreme(c, "min", types[c]).alias(f"__lo_{name}") for name, c in mins],
@@ -168,7 +200,14 @@ def minmax_unchanged(k: SparkKernels, spec: ReduceSpec, new: DataFrame, out_hist
         cond = cond & (F.col(f"__lo_{name}") >= F.col(name))
     for name, _ in maxs:
         cond = cond & (F.col(f"__hi_{name}") <= F.col(name))
-    return k._materialize(ok.filter(cond).select(*jkeys))
+    # one job: the skipped keys computed and kept, their number, and how many rows of
+    # ``new`` they have (so that ``without_keys`` knows its result's size)
+    skip = ok.filter(cond).select(*jkeys, "__n").localCheckpoint(eager=False)
+    k.jobs += 1
+    keys, rows = skip.agg(F.count(F.lit(1)), F.sum("__n")).collect()[0]
+    out = k._known(skip.select(*jkeys), count=int(keys))
+    k.facts(out).extra["rows_of"] = (new, int(rows or 0))
+    return out
 
 
 # ---------------------------------------------------------------------- queries
@@ -274,7 +313,7 @@ def reduce_evaluate(k: SparkKernels, spec: ReduceSpec, queries: DataFrame, histo
     for r, round_times in enumerate(rounds):
         q, want = q_all, desired
         if len(rounds) > 1:
-            at = _at_times(qcols, round_times)
+            at = at_times(qcols, round_times)
             q, want = q_all.filter(at), desired.filter(at)
         current = accumulate(out_history, q, tt, jkeys, outs)
         negated = current.select(*group, (-F.col(DIFF)).alias(DIFF))
@@ -286,7 +325,7 @@ def reduce_evaluate(k: SparkKernels, spec: ReduceSpec, queries: DataFrame, histo
             .filter(F.col(DIFF) != 0)
         )
         change = _rename(change, to_t).select(*jkeys, *outs, *tcols, DIFF)
-        change = k._materialize(change, tt)
+        change = k._materialize(change)
         if k.count_by_time(change, tt):
             emitted.append(change)
             if r + 1 < len(rounds):
@@ -294,14 +333,6 @@ def reduce_evaluate(k: SparkKernels, spec: ReduceSpec, queries: DataFrame, histo
     if not emitted:
         return k._known(out_history.limit(0), count=0)
     return k.concat(emitted)
-
-
-def _at_times(cols: Sequence[str], times: Sequence[Time]) -> Column:
-    """The row's time (in ``cols``) is one of ``times``."""
-    return functools.reduce(operator.or_, [
-        functools.reduce(operator.and_, [F.col(c) == v for c, v in zip(cols, t, strict=True)])
-        for t in times
-    ])
 
 
 # ---------------------------------------------------------------------- group functions
