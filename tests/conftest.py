@@ -1,32 +1,23 @@
-"""Shared fixtures: one Spark session per test process (local[2], small shuffles, no UI)."""
+"""Shared fixtures: one Spark session per test process (pytest-xdist worker), from
+:func:`ddflow.kernels.spark.local_session` (``local[2]``, 4 shuffle partitions, no UI). Every
+Spark test, of the runtime, the pipeline and the semantics subset, uses this one session."""
 
 from __future__ import annotations
 
-import os
-import shutil
+from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
 
-def _spark_session():
-    if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
-        pytest.skip("Spark tests need Java 17 (java on PATH or JAVA_HOME)")
-    from pyspark.sql import SparkSession
-
-    return (
-        SparkSession.builder.master("local[2]")
-        .appName("ddflow-tests")
-        .config("spark.sql.shuffle.partitions", "4")
-        .config("spark.default.parallelism", "4")
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.execution.arrow.pyspark.enabled", "true")
-        .config("spark.driver.memory", "1g")
-        .config("spark.sql.session.timeZone", "UTC")
-        .getOrCreate()
-    )
-
-
 @pytest.fixture(scope="session")
-def spark():
-    session = _spark_session()
+def spark() -> Iterator[Any]:
+    pytest.importorskip("pyspark")
+    from ddflow.kernels.spark import SparkUnavailableError, local_session
+
+    try:
+        session = local_session(app="ddflow-tests", partitions=4)
+    except SparkUnavailableError as e:
+        pytest.skip(str(e))
     yield session
+    session.stop()

@@ -439,7 +439,7 @@ class Output:
                 f"(complete through {self.complete_through}); call run() after advance_to",
                 site=site,
             )
-        return self.snapshot_polars(epoch).to_pandas()
+        return to_pandas(self.snapshot_polars(epoch), self.schema)
 
     def snapshot_polars(self, epoch: int | None = None) -> pl.DataFrame:
         if epoch is None:
@@ -463,11 +463,26 @@ class Output:
 
 def _changes_frame(batch: pl.DataFrame, schema: Schema) -> pd.DataFrame:
     names = list(schema.names)
-    return (
-        batch.select([*names, pl.col("__t0").alias("time"), pl.col(DIFF).alias("diff")])
-        .sort(["time", *names])
-        .to_pandas()
-    )
+    frame = batch.select([*names, pl.col("__t0").alias("time"), pl.col(DIFF).alias("diff")])
+    return to_pandas(frame.sort(["time", *names]), schema)
+
+
+#: pandas' nullable dtypes for ddflow's nullable integer and boolean columns
+_PANDAS_NULLABLE = {"int8": "Int8", "int16": "Int16", "int32": "Int32", "int64": "Int64",
+                    "uint8": "UInt8", "uint16": "UInt16", "uint32": "UInt32",
+                    "uint64": "UInt64", "bool": "boolean"}
+
+
+def to_pandas(frame: pl.DataFrame, schema: Schema) -> pd.DataFrame:
+    """``frame`` as pandas, with a nullable integer or boolean column (``"int64?"``) in
+    pandas' nullable dtype (``Int64``, ``boolean``), so that a null stays a null (``pd.NA``)
+    instead of turning the column into floats."""
+    out = frame.to_pandas()
+    for name, dtype in schema.items():
+        target = _PANDAS_NULLABLE.get(dtype.name)
+        if dtype.nullable and target is not None and name in out.columns:
+            out[name] = pd.array(frame.get_column(name).to_list(), dtype=target)
+    return out
 
 
 class Probe:

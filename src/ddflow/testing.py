@@ -189,7 +189,9 @@ class _Interpreter:
         ri = [rn.index(c) for c in node.params["right_on"]]
         index: dict[tuple[Any, ...], list[tuple[tuple[Any, ...], int]]] = defaultdict(list)
         for r, m in right.items():
-            index[tuple(r[i] for i in ri)].append((r, m))
+            key = tuple(r[i] for i in ri)
+            if None not in key:  # a null join key matches nothing (as in SQL)
+                index[key].append((r, m))
         picks = [(side, (ln if side == "l" else rn).index(c)) for side, c, _ in node.params["output"]]
         out: Counter = Counter()
         for lrec, lm in left.items():
@@ -233,14 +235,18 @@ class _Interpreter:
                         per_value: Counter = Counter()
                         for r, m in rows:
                             per_value[r[ci]] += m
-                        present = [v for v, m in per_value.items() if m > 0]
-                        vals.append(min(present) if agg == "min" else max(present))
+                        # (nulls skipped; all null: null)
+                        present = [v for v, m in per_value.items() if m > 0 and v is not None]
+                        pick = min if agg == "min" else max
+                        vals.append(pick(present) if present else None)
                 out[(*key, *vals)] += 1
             return self._typed(node, out)
         fn = node.params["fn"]
         vi = [names.index(v) for v in node.params["values"]]
         for key, rows in groups.items():
-            group = sorted((tuple(r[i] for i in vi), m) for r, m in rows if m > 0)
+            # sorted by value, nulls first
+            group = sorted(((tuple(r[i] for i in vi), m) for r, m in rows if m > 0),
+                           key=lambda vm: tuple((v is not None, v) for v in vm[0]))
             if not group:
                 continue
             for o in fn(key if len(keys) != 1 else key[0], group):

@@ -87,10 +87,11 @@ def rows(out: dd.Output) -> set[tuple[Any, ...]]:
 def run_stream(build: Callable[[dd.Dataflow, dd.InputCollection], dd.Collection],
                schema: dict[str, str], initial: Sequence[Edge], steps: Sequence[Step],
                oracle: Callable[[set[Edge], int], set[tuple[Any, ...]]],
-               before_epoch: Callable[[int], None] | None = None) -> int:
+               before_epoch: Callable[[int], None] | None = None,
+               make_flow: Callable[[], dd.Dataflow] = dd.Dataflow) -> int:
     """Drive ``build``'s result through the stream, comparing with ``oracle(edges, epoch)``
     after every epoch; returns the number of epochs checked."""
-    flow = dd.Dataflow()
+    flow = make_flow()
     edges = flow.input("edges", schema=schema)
     out = build(flow, edges).output()
     present: Counter = Counter()
@@ -187,6 +188,18 @@ def test_cutting_a_path_splits_its_component_and_rejoining_merges_it(prioritized
                          ([(0, 1)], [(11, 0)])]
     run_stream(lambda flow, e: dd.graph.connected_components(e, prioritized=prioritized),
                {"src": "int64", "dst": "int64"}, path, steps, nx_components)
+
+
+@pytest.mark.spark
+def test_connected_components_on_spark_match_networkx(spark):
+    """The Spark runtime runs the library's loop to the same fixed points: a short path cut
+    and rejoined (labels must rise after a cut), checked against NetworkX at every epoch.
+    (Small: each Spark step runs a few Spark jobs.)"""
+    path = [(0, 1), (1, 2), (2, 3)]
+    steps: list[Step] = [([(1, 2)], []), ([], [(1, 2), (3, 0)])]
+    run_stream(lambda flow, e: dd.graph.connected_components(e),
+               {"src": "int64", "dst": "int64"}, path, steps, nx_components,
+               make_flow=lambda: dd.Dataflow(runtime=dd.SparkRuntime(spark)))
 
 
 def test_prioritized_components_with_negative_and_huge_ids():

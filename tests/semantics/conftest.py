@@ -1,12 +1,25 @@
-"""Fixtures of the semantics suite: every test runs once per runtime in ``harness.RUNTIMES``."""
+"""Fixtures of the semantics suite: every test runs on the local runtime, and the tests in
+``harness.SPARK_SUBSET`` on the Spark runtime too (``runtime`` is the runtime's name; build
+flows with ``harness.make_flow(runtime)``)."""
 
 from __future__ import annotations
 
+import importlib.util
+
 import pytest
-from harness import RUNTIMES
+from harness import RUNTIMES, SPARK_SUBSET
 
 
-@pytest.fixture(params=RUNTIMES, scope="session")
-def runtime(request: pytest.FixtureRequest) -> str:
-    """The name of the runtime under test; build flows with ``harness.make_flow(runtime)``."""
-    return str(request.param)
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "runtime" not in metafunc.fixturenames:
+        return
+    runtimes = [r for r in RUNTIMES
+                if r == "local" or (r == "spark" and metafunc.function.__name__ in SPARK_SUBSET)]
+    params = []
+    for r in runtimes:
+        marks = []
+        if r == "spark":
+            marks.append(pytest.mark.skipif(importlib.util.find_spec("pyspark") is None,
+                                            reason="pyspark is not installed"))
+        params.append(pytest.param(r, marks=marks, id=r))
+    metafunc.parametrize("runtime", params, scope="session")

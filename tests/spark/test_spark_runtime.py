@@ -7,7 +7,8 @@ in flight before ``run()``) to a dataflow on each runtime, then checks, for ever
     spark changes()          ==  local changes()
     snapshot(epoch=e)        ==  reference(flow, inputs accumulated at e)
 
-Data is tiny: a Spark step costs tens of milliseconds, and every operator runs a few per epoch.
+Data is tiny: a Spark job costs a quarter to half a second here, and every operator step runs a
+few.
 """
 
 from __future__ import annotations
@@ -153,8 +154,8 @@ def test_linear_operators_and_expressions(spark):
                 xs.select("k").threshold(lambda m: 1 if m >= 2 else 0)]
 
     rng = random.Random(1)
-    stream = random_stream(rng, {"xs": xs_record}, epochs=4, per_epoch=5)
-    check_both(spark, XS, build, stream, run_points={1})
+    stream = random_stream(rng, {"xs": xs_record}, epochs=3, per_epoch=5)
+    check_both(spark, XS, build, stream, run_points={0})
 
 
 # ---------------------------------------------------------------------- joins and reductions
@@ -167,16 +168,14 @@ def test_joins_and_group_by(spark):
     def build(i):
         a, b = i["a"], i["b"]
         return [
-            a.join(b, on="k"),
-            a.join(b, left_on=["k", "j"], right_on=["k", "j"]),
+            a.join(b, on=["k", "j"]),  # two keys, int32 with int64
             a.join(b, left_on="x", right_on="j"),
             a.semijoin(b, on="k"),
             a.antijoin(b, on="k"),
             a.group_by("k").agg(n=dd.count(), total=dd.sum("x"), lo=dd.min("x"),
                                 hi=dd.max("x"), avg=dd.mean("x")),
-            b.group_by("k", "y").agg(n=dd.count(), lo=dd.min("j")),
-            a.group_by("k").reduce(
-                lambda key, group: [(len(group), sum(x * m for (j, x), m in group))],
+            b.group_by("k", "y").reduce(
+                lambda key, group: [(len(group), sum(j * m for (j,), m in group))],
                 schema={"distinct_rows": "int64", "weighted": "int64"},
             ),
         ]
@@ -186,8 +185,8 @@ def test_joins_and_group_by(spark):
         "a": lambda r: (r.randrange(3), r.randrange(2), r.randrange(4)),
         "b": lambda r: (r.randrange(3), r.randrange(4), r.choice(["p", "q"])),
     }
-    stream = random_stream(rng, records, epochs=4, per_epoch=6)
-    check_both(spark, JOINS, build, stream, run_points={0, 2})
+    stream = random_stream(rng, records, epochs=3, per_epoch=6)
+    check_both(spark, JOINS, build, stream, run_points={0})
 
 
 # ---------------------------------------------------------------------- loops
@@ -197,25 +196,6 @@ EDGES = {"edges": {"src": "int64", "dst": "int64"}}
 
 def edge(rng: random.Random) -> tuple:
     return (rng.randrange(5), rng.randrange(5))
-
-
-def components(edges: dd.Collection) -> dd.Collection:
-    """Connected components by min-label propagation, written with the public operators."""
-    e = edges.distinct()
-    sym = e.concat(e.select(src="dst", dst="src")).distinct()
-    labels = sym.select(node="src", label="src").distinct()
-
-    def body(lab: dd.Collection) -> dd.Collection:
-        sent = lab.join(sym, left_on="node", right_on="src").select(node="dst", label="label")
-        return sent.concat(lab).group_by("node").agg(label=dd.min("label"))
-
-    return labels.iterate(body)
-
-
-def test_iterate_connected_components(spark):
-    rng = random.Random(3)
-    stream = random_stream(rng, {"edges": edge}, epochs=3, per_epoch=4)
-    check_both(spark, EDGES, lambda i: [components(i["edges"])], stream, run_points={0})
 
 
 NESTED = {"roots": {"n": "int64"}, "a": {"src": "int64", "dst": "int64"},
@@ -260,8 +240,31 @@ def test_prioritized_iterate(spark):
         return [labels.prioritized_iterate(propagate, priority=dd.col("label") % 3)]
 
     rng = random.Random(4)
-    stream = random_stream(rng, {"edges": edge}, epochs=3, per_epoch=3)
-    check_both(spark, EDGES, build, stream, run_points={1})
+    stream = random_stream(rng, {"edges": edge}, epochs=2, per_epoch=3)
+    check_both(spark, EDGES, build, stream, run_points={0})
+
+
+# ---------------------------------------------------------------------- Spark inputs
+
+
+def test_spark_dataframe_inputs_stay_on_spark(spark):
+    from ddflow.io.spark import insert_dataframe
+
+    flow = dd.Dataflow(runtime=dd.SparkRuntime(spark))
+    xs = flow.input("xs", schema={"k": "int64", "v": "int32"})
+    out = xs.group_by("k").agg(n=dd.count(), total=dd.sum("v")).output()
+    insert_dataframe(xs, spark.createDataFrame([(1, 2), (1, 3), (2, 5)], "k bigint, v int"))
+    xs.insert([(2, 1)])
+    flow.advance_to(1)
+    flow.run()
+    changes = spark.createDataFrame([(1, 2, -1), (3, 7, 2)], "k bigint, v bigint, d int")
+    insert_dataframe(xs, changes, diff="d")
+    flow.advance_to(2)
+    flow.run()
+    rows = sorted(tuple(r) for r in out.changes().itertuples(index=False))
+    #               k  n total time diff
+    assert rows == [(1, 1, 3, 1, 1), (1, 2, 5, 0, 1), (1, 2, 5, 1, -1), (2, 2, 6, 0, 1),
+                    (3, 2, 14, 1, 1)]
 
 
 # ---------------------------------------------------------------------- null keys
@@ -286,8 +289,6 @@ def test_null_keys_group_as_in_the_reference(spark):
             assert frame_to_counter(out.snapshot(epoch=e)) == want[out]
 
 
-@pytest.mark.xfail(strict=True, reason="local runtime: groups with a null key vanish "
-                   "(Polars joins on the key columns never match nulls)")
 def test_local_null_keys_group_as_in_the_reference():
     flow = dd.Dataflow()
     xs = flow.input("xs", schema={"k": "int64?", "v": "int64"})

@@ -26,6 +26,8 @@ import polars as pl
 
 from ddflow.lattice import Time, TimeType
 
+#: the key code of a null single integer key (codes are never null; lookups re-check keys)
+NULL_CODE = -(2**63)
 DIFF = "__diff"
 KEY = "__key"
 QPREFIX = "__q"  # query-time columns in accumulate
@@ -246,13 +248,10 @@ class LocalKernels:
         """An int64 code per row for the key columns: the key for one integer column, else a
         hash (equal keys have equal codes; unequal keys rarely share one, and lookups re-check)."""
         if len(keys) == 1 and frame.schema[keys[0]].is_integer():
-            return frame.get_column(keys[0]).cast(pl.Int64).alias(KEY)
+            return frame.get_column(keys[0]).cast(pl.Int64).fill_null(NULL_CODE).alias(KEY)
         if not keys:
             return pl.Series(KEY, np.zeros(frame.height, dtype=np.int64))
         return frame.select(keys).hash_rows(seed=0x5EED).reinterpret(signed=True).alias(KEY)
-
-    def exact_keys(self, frame: pl.DataFrame, keys: Sequence[str]) -> bool:
-        return (len(keys) == 1 and frame.schema[keys[0]].is_integer()) or not keys
 
     def arrange(self, batch: pl.DataFrame, keys: Sequence[str]) -> pl.DataFrame:
         """Add the key code column and sort by it."""
@@ -366,7 +365,7 @@ class LocalKernels:
         """The rows of ``batch`` whose ``(KEY, keys)`` are not among ``keys``' rows."""
         if keys.height == 0:
             return batch
-        return batch.join(keys, on=keys.columns, how="anti")
+        return batch.join(keys, on=keys.columns, how="anti", nulls_equal=True)
 
     def time_queries(self, pending: dict[Time, list[pl.DataFrame]], tt: TimeType) -> pl.DataFrame:
         from ddflow.kernels.local_reduce import time_queries
@@ -413,8 +412,8 @@ def accumulate(
     if all_before(h, q, tt, tcols, qcols):
         # every history time is <= every query time: consolidate first, then pair with queries
         acc = h.group_by([*keys, *values]).agg(sums).filter(nonzero)
-        return q.join(acc, on=list(keys), how="inner").select([*keys, *qcols, *values, DIFF, *weights])
-    j = q.join(h, on=list(keys), how="inner")
+        return q.join(acc, on=list(keys), how="inner", nulls_equal=True).select([*keys, *qcols, *values, DIFF, *weights])
+    j = q.join(h, on=list(keys), how="inner", nulls_equal=True)
     j = j.filter(le_expr(tt, tcols, qcols))
     out = j.group_by([*keys, *qcols, *values]).agg(sums)
     return out.filter(nonzero)

@@ -33,12 +33,25 @@ if TYPE_CHECKING:
 __all__ = ["interesting_times", "reduce_evaluate", "reduce_prepare", "time_queries"]
 
 
+#: below this many rows a reduce kernel works row by row in Python: the same result as the
+#: columnar path, without the fixed cost of a few dozen Polars calls (a small update typically
+#: touches a handful of keys); each kernel's ``small_rows`` argument overrides it
+SMALL_REDUCE_ROWS = 2_000
+
+
+def _limit(small_rows: int | None) -> int:
+    return SMALL_REDUCE_ROWS if small_rows is None else small_rows
+
+
 def interesting_times(new: pl.DataFrame, history: pl.DataFrame, tt: TimeType,
-                      keys: Sequence[str]) -> list[tuple[Time, pl.DataFrame]]:
+                      keys: Sequence[str], small_rows: int | None = None
+                      ) -> list[tuple[Time, pl.DataFrame]]:
     """Least upper bounds of subsets of each key's times that contain a new time."""
     jkeys = [KEY, *keys]
     tcols = tt.columns()
     cols = [*jkeys, *tcols]
+    if new.height + history.height <= _limit(small_rows):
+        return _interesting_times_rows(new, history, tt, jkeys)
     fresh = new.select(cols).unique()
     ecols = [f"__e{i}" for i in range(tt.width)]
     rename = dict(zip(tcols, ecols))
@@ -49,18 +62,18 @@ def interesting_times(new: pl.DataFrame, history: pl.DataFrame, tt: TimeType,
     elif tt.is_total:
         # lub(n, e) = max(n, e): the closure adds exactly the key's later times
         later = history.select(cols).unique().rename(rename).join(
-            fresh.group_by(jkeys).agg(pl.col(tcols[0]).min()), on=jkeys
+            fresh.group_by(jkeys).agg(pl.col(tcols[0]).min()), on=jkeys, nulls_equal=True
         ).filter(pl.col(ecols[0]) > pl.col(tcols[0])).select([*jkeys, pl.col(ecols[0]).alias(tcols[0])])
         closed = pl.concat([fresh, later]).unique()
     else:
         others = pl.concat([history.select(cols), fresh]).unique().rename(rename)
         while delta.height:
             lubs = (
-                delta.join(others, on=jkeys, how="inner")
+                delta.join(others, on=jkeys, how="inner", nulls_equal=True)
                 .select([*jkeys, *join_exprs(tt, tcols, ecols, tcols)])
                 .unique()
             )
-            delta = lubs.join(closed, on=cols, how="anti")
+            delta = lubs.join(closed, on=cols, how="anti", nulls_equal=True)
             if delta.height:
                 closed = pl.concat([closed, delta])
                 others = pl.concat([others, delta.rename(rename)])
@@ -68,6 +81,40 @@ def interesting_times(new: pl.DataFrame, history: pl.DataFrame, tt: TimeType,
         return []
     parts = closed.partition_by(tcols, as_dict=True, include_key=False)
     return [(tuple(int(x) for x in t), f) for t, f in parts.items()]  # type: ignore[union-attr]
+
+
+def _interesting_times_rows(new: pl.DataFrame, history: pl.DataFrame, tt: TimeType,
+                            jkeys: list[str]) -> list[tuple[Time, pl.DataFrame]]:
+    """:func:`interesting_times` row by row, for a small step: each key's closure of its new
+    times under lubs with its other times, as a worklist."""
+    tcols = tt.columns()
+    nk = len(jkeys)
+    fresh: dict[tuple[Any, ...], set[Time]] = {}
+    for row in new.select([*jkeys, *tcols]).iter_rows():
+        fresh.setdefault(row[:nk], set()).add(row[nk:])
+    others: dict[tuple[Any, ...], set[Time]] = {}
+    if history.height:
+        for row in history.select([*jkeys, *tcols]).iter_rows():
+            if row[:nk] in fresh:
+                others.setdefault(row[:nk], set()).add(row[nk:])
+    lub = tt.join
+    by_time: dict[Time, list[tuple[Any, ...]]] = {}
+    for key, times in fresh.items():
+        closed = set(times)
+        known = others.get(key, set()) | closed
+        todo = list(closed)
+        while todo:
+            t = todo.pop()
+            for e in list(known):
+                u = lub(t, e)
+                if u not in closed:
+                    closed.add(u)
+                    known.add(u)
+                    todo.append(u)
+        for t in closed:
+            by_time.setdefault(t, []).append(key)
+    schema = {c: new.schema[c] for c in jkeys}
+    return [(t, pl.DataFrame(rows, schema=schema, orient="row")) for t, rows in by_time.items()]
 
 
 def minmax_unchanged(spec: ReduceSpec, new: pl.DataFrame, out_history: pl.DataFrame,
@@ -94,7 +141,8 @@ def minmax_unchanged(spec: ReduceSpec, new: pl.DataFrame, out_history: pl.DataFr
     if g.height == 0:
         return new.select(jkeys).clear()
     outs = list(spec.outputs)
-    o = out_history.join(g.select([*jkeys, *[f"__m{i}" for i in range(tt.width)]]), on=jkeys)
+    o = out_history.join(g.select([*jkeys, *[f"__m{i}" for i in range(tt.width)]]), on=jkeys,
+                          nulls_equal=True)
     before = pl.all_horizontal([pl.col(t) <= pl.col(f"__m{i}") for i, t in enumerate(tcols)])
     o = o.group_by([*jkeys, *outs]).agg(pl.col(DIFF).sum(), before.all().alias("__before"))
     o = o.filter((pl.col(DIFF) != 0) | ~pl.col("__before"))
@@ -104,7 +152,7 @@ def minmax_unchanged(spec: ReduceSpec, new: pl.DataFrame, out_history: pl.DataFr
         pl.col("__before").all(),
         *[pl.col(name).first() for name, _ in mins + maxs],
     ).filter((pl.col("__rows") == 1) & pl.col("__one") & pl.col("__before"))
-    ok = single.join(g, on=jkeys)
+    ok = single.join(g, on=jkeys, nulls_equal=True)
     cond = pl.lit(True)
     for name, _ in mins:
         cond = cond & (pl.col(f"__lo_{name}") >= pl.col(name))
@@ -113,8 +161,14 @@ def minmax_unchanged(spec: ReduceSpec, new: pl.DataFrame, out_history: pl.DataFr
     return ok.filter(cond).select(jkeys)
 
 
-def time_queries(pending: dict[Time, list[pl.DataFrame]], tt: TimeType) -> pl.DataFrame:
+def time_queries(pending: dict[Time, list[pl.DataFrame]], tt: TimeType,
+                 small_rows: int | None = None) -> pl.DataFrame:
     """``(KEY, keys, __t*)`` rows, one per distinct pending ``(key, time)``."""
+    frames = [f for fs in pending.values() for f in fs]
+    if sum(f.height for f in frames) <= _limit(small_rows):
+        rows = {(*key, *t) for t, fs in pending.items() for f in fs for key in f.iter_rows()}
+        schema = {**frames[0].schema, **{c: pl.Int64 for c in tt.columns()}}
+        return pl.DataFrame(list(rows), schema=schema, orient="row")
     parts = []
     for t, frames in pending.items():
         keys = pl.concat(frames) if len(frames) > 1 else frames[0]
@@ -133,9 +187,19 @@ def reduce_prepare(spec: ReduceSpec, batch: pl.DataFrame, tt: TimeType) -> pl.Da
 
 
 def reduce_evaluate(spec: ReduceSpec, queries: pl.DataFrame, history: pl.DataFrame,
-                    out_history: pl.DataFrame, tt: TimeType) -> pl.DataFrame:
+                    out_history: pl.DataFrame, tt: TimeType,
+                    small_rows: int | None = None) -> pl.DataFrame:
     """Corrections to the output at the queried ``(key, time)`` pairs:
-    rows ``KEY, keys, outputs, __t*, __diff``."""
+    rows ``KEY, keys, outputs, __t*, __diff``. Small inputs (``small_rows``, default
+    :data:`SMALL_REDUCE_ROWS`) take the row-by-row path when it applies."""
+    if (queries.height + history.height + out_history.height <= _limit(small_rows)
+            and _rows_path_applies(spec, history)):
+        return _evaluate_rows(spec, queries, history, out_history, tt)
+    return _evaluate_columnar(spec, queries, history, out_history, tt)
+
+
+def _evaluate_columnar(spec: ReduceSpec, queries: pl.DataFrame, history: pl.DataFrame,
+                       out_history: pl.DataFrame, tt: TimeType) -> pl.DataFrame:
     jkeys = [KEY, *spec.keys]
     tcols = tt.columns()
     qcols = time_columns(tt, QPREFIX)
@@ -151,7 +215,7 @@ def reduce_evaluate(spec: ReduceSpec, queries: pl.DataFrame, history: pl.DataFra
     for r in range(rounds):
         q = q_all if rounds == 1 else ranked.filter(pl.col("__rank") == r).drop("__rank")
         current = accumulate(out_history, q, tt, jkeys, outs)
-        want = desired if rounds == 1 else desired.join(q, on=[*jkeys, *qcols], how="semi")
+        want = desired if rounds == 1 else desired.join(q, on=[*jkeys, *qcols], how="semi", nulls_equal=True)
         change = (
             pl.concat([want, current.with_columns(-pl.col(DIFF))], how="vertical_relaxed")
             .group_by(group)
@@ -167,6 +231,178 @@ def reduce_evaluate(spec: ReduceSpec, queries: pl.DataFrame, history: pl.DataFra
     if not emitted:
         return out_history.clear()
     return pl.concat(emitted, how="vertical_relaxed")
+
+
+# ---------------------------------------------------------------------- the row-by-row path
+
+
+def _rows_path_applies(spec: ReduceSpec, history: pl.DataFrame) -> bool:
+    """The row path adds, compares and sorts in Python. It takes no float column: a float sum
+    depends on the order of its terms, and NaN (and -0.0) compare and group differently in
+    Python and Polars, so that floats always take the columnar path (and results never depend
+    on batch sizes)."""
+    cols = [*spec.keys, *spec.values, *spec.weights]
+    return not any(history.schema[c].is_float() for c in cols)
+
+
+def _evaluate_rows(spec: ReduceSpec, queries: pl.DataFrame, history: pl.DataFrame,
+                   out_history: pl.DataFrame, tt: TimeType) -> pl.DataFrame:
+    """:func:`reduce_evaluate` row by row: for each key, its queried times in lexicographic
+    order (a linear extension of the partial order), each seeing the corrections emitted at
+    the earlier ones; the group functions as :data:`GROUP_FUNCTIONS` compute them."""
+    jkeys = [KEY, *spec.keys]
+    tcols = tt.columns()
+    width = tt.width
+    nk = len(jkeys)
+    nv = len(spec.values)
+    outs = list(spec.outputs)
+    le = tt.less_equal
+
+    # key -> [(time, values, diff, weights)]
+    inputs: dict[tuple[Any, ...], list[tuple[Any, ...]]] = {}
+    for row in history.select([*jkeys, *tcols, *spec.values, DIFF, *spec.weights]).iter_rows():
+        weights = tuple(0 if w is None else w for w in row[nk + width + nv + 1:])  # as sum()
+        inputs.setdefault(row[:nk], []).append(
+            (row[nk:nk + width], row[nk + width:nk + width + nv], row[nk + width + nv], weights))
+    # key -> [(time, outputs, diff)]
+    outputs: dict[tuple[Any, ...], list[tuple[Any, ...]]] = {}
+    no = len(outs)
+    for row in out_history.select([*jkeys, *tcols, *outs, DIFF]).iter_rows():
+        outputs.setdefault(row[:nk], []).append(
+            (row[nk:nk + width], row[nk + width:nk + width + no], row[-1]))
+    asked: dict[tuple[Any, ...], set[tuple[int, ...]]] = {}
+    for row in queries.select([*jkeys, *tcols]).iter_rows():
+        asked.setdefault(row[:nk], set()).add(row[nk:])
+
+    group_fn = _ROW_GROUP_FUNCTIONS[spec.kind]
+    emitted: list[tuple[Any, ...]] = []
+    for key, times in asked.items():
+        history_k = inputs.get(key, ())
+        out_k = outputs.setdefault(key, [])
+        for q in sorted(times):
+            values: dict[tuple[Any, ...], list[Any]] = {}
+            for t, v, d, w in history_k:
+                if le(t, q):
+                    acc = values.get(v)
+                    if acc is None:
+                        values[v] = [d, *w]
+                    else:
+                        acc[0] += d
+                        for i, x in enumerate(w, 1):
+                            acc[i] += x
+            group = [(v, acc) for v, acc in values.items() if any(acc)]
+            want: dict[tuple[Any, ...], int] = {}
+            if group:
+                for o, m in group_fn(spec, key, group):
+                    want[o] = want.get(o, 0) + m
+            for t, o, d in out_k:
+                if le(t, q):
+                    want[o] = want.get(o, 0) - d
+            for o, d in want.items():
+                if d:
+                    emitted.append((*key, *o, *q, d))
+                    out_k.append((q, o, d))
+    schema: dict[str, Any] = {c: queries.schema[c] for c in jkeys}
+    schema.update({n: _out_dtype(spec, n, history) for n in outs})
+    schema.update({c: pl.Int64 for c in tcols})
+    schema[DIFF] = pl.Int64
+    return pl.DataFrame(emitted, schema=schema, orient="row")
+
+
+def _out_dtype(spec: ReduceSpec, name: str, history: pl.DataFrame) -> Any:
+    if name in spec.out_types:
+        return spec.out_types[name]
+    return history.schema[name]  # distinct's and threshold's "outputs" are its columns
+
+
+def _cast(value: Any, dtype: Any) -> Any:
+    """A Python value as Polars' ``cast`` to ``dtype`` gives it (ints and bools here)."""
+    if value is None:
+        return None
+    if dtype is not None and pl.datatypes.is_polars_dtype(dtype):
+        if dtype.is_float():
+            return float(value)
+        if dtype.is_integer() and not isinstance(value, bool):
+            return int(value)
+    return value
+
+
+def _present(group: Sequence[tuple[tuple[Any, ...], list[Any]]], i: int) -> list[Any]:
+    """The non-null values of column ``i`` whose multiplicity, over the rows holding them, is
+    positive."""
+    per_value: dict[Any, int] = {}
+    for v, acc in group:
+        x = v[i]
+        if x is not None:
+            per_value[x] = per_value.get(x, 0) + acc[0]
+    return [x for x, m in per_value.items() if m > 0]
+
+
+def _rows_agg_weights(spec: ReduceSpec, key: Any, group: Any) -> list[tuple[Any, int]]:
+    ((_, acc),) = group  # no value columns: one accumulated row
+    count = acc[0]
+    if count <= 0:
+        return []
+    weights = dict(zip(spec.weights, acc[1:]))
+    row = []
+    for name, kind, c in spec.aggs:
+        if kind == "count":
+            value: Any = count
+        elif kind == "sum":
+            value = weights[f"__w_{c}"]
+        else:
+            value = weights[f"__w_{c}"] / count
+        row.append(_cast(value, spec.out_types[name]))
+    return [(tuple(row), 1)]
+
+
+def _rows_agg(spec: ReduceSpec, key: Any, group: Any) -> list[tuple[Any, int]]:
+    count = sum(acc[0] for _, acc in group)
+    if count <= 0:
+        return []
+    index = {c: i for i, c in enumerate(spec.values)}
+    row = []
+    for name, kind, c in spec.aggs:
+        if kind == "count":
+            value: Any = count
+        elif kind in ("sum", "mean"):
+            i = index[c]  # type: ignore[index]
+            total = sum(v[i] * acc[0] for v, acc in group if v[i] is not None)
+            value = total if kind == "sum" else total / count
+        else:
+            present = _present(group, index[c])  # type: ignore[index]
+            value = (min if kind == "min" else max)(present) if present else None
+        row.append(_cast(value, spec.out_types[name]))
+    return [(tuple(row), 1)]
+
+
+def _rows_distinct(spec: ReduceSpec, key: Any, group: Any) -> list[tuple[Any, int]]:
+    return [(v, 1) for v, acc in group if acc[0] > 0]
+
+
+def _rows_threshold(spec: ReduceSpec, key: Any, group: Any) -> list[tuple[Any, int]]:
+    assert spec.fn is not None
+    return [(v, int(spec.fn(acc[0]))) for v, acc in group]
+
+
+def _rows_reduce(spec: ReduceSpec, key: Any, group: Any) -> list[tuple[Any, int]]:
+    fn = spec.fn
+    assert fn is not None
+    rows = sorted(((v, acc[0]) for v, acc in group if acc[0] > 0),
+                  key=lambda vm: tuple((x is not None, x) for x in vm[0]))
+    if not rows:
+        return []
+    user_key = key[1:]
+    out = []
+    for o in fn(user_key if len(user_key) != 1 else user_key[0], rows):
+        o_t = tuple(o) if isinstance(o, (tuple, list)) else (o,)
+        if len(o_t) != len(spec.outputs):
+            raise ValueError(
+                f"reduce function returned {o_t!r}: expected {len(spec.outputs)} values "
+                f"({', '.join(spec.outputs)})"
+            )
+        out.append((tuple(_cast(x, spec.out_types[n]) for x, n in zip(o_t, spec.outputs)), 1))
+    return out
 
 
 # ---------------------------------------------------------------------- group functions
@@ -214,7 +450,7 @@ def _agg(spec: ReduceSpec, acc: pl.DataFrame, keys: list[str], qcols: list[str])
                        .filter(pl.col(DIFF) > 0))
             pick = pl.col(c).min() if kind == "min" else pl.col(c).max()
             ext = present.group_by(group).agg(pick.cast(spec.out_types[name]).alias(name))
-            out = out.join(ext, on=group, how="left")
+            out = out.join(ext, on=group, how="left", nulls_equal=True)
     return out.select([*group, *spec.outputs, _one()])
 
 
@@ -275,4 +511,12 @@ GROUP_FUNCTIONS = {
     "distinct": _distinct,
     "threshold": _threshold,
     "reduce": _reduce,
+}
+
+_ROW_GROUP_FUNCTIONS = {
+    "agg_weights": _rows_agg_weights,
+    "agg": _rows_agg,
+    "distinct": _rows_distinct,
+    "threshold": _rows_threshold,
+    "reduce": _rows_reduce,
 }

@@ -12,21 +12,28 @@ and are the same as the local runtime's; only these kernels differ. Invariants:
   agree; never null) and is hash-partitioned on it into ``partitions`` partitions and
   persisted; every join or lookup also compares the real key columns, so colliding codes
   only cost work;
-* a merged batch of a trace is partitioned the same way and checkpointed
-  (``localCheckpoint``) every ``checkpoint_every`` merges, so the lineage of a long-lived trace
-  stays short however many epochs and iterations it has seen; the batches a merge replaced
-  are unpersisted;
-* a lookup is a semi-join of the trace's batches with a small DataFrame of key codes, and a
+* a lookup is a semi-join of a trace's batches with a small DataFrame of key codes, and a
   delta meets its trace slice in a join on the code; all of them are partitioned by the code
   into the same partitions, so these joins run where the data is: the trace is never
-  reshuffled, and nothing is broadcast (which would cost a Spark job per broadcast);
-* only small facts reach the driver: counts, emptiness and the distinct times of a batch. The
-  facts a kernel learns about a DataFrame are remembered with it (a weak map), so the same
-  question is never asked twice and most are answered from what an earlier step counted.
+  reshuffled, and nothing is broadcast (a broadcast costs a Spark job of its own);
+* a merge of a few small batches of a trace is deferred (their union, with times advanced:
+  the same accumulations, no job); a real merge consolidates, partitions by the code and
+  checkpoints (``localCheckpoint``) every ``checkpoint_every`` merges, so the lineage of a
+  long-lived trace stays short however many epochs and iterations it has seen, and
+  unpersists the batches it replaced;
+* only small facts reach the driver: counts, emptiness and the distinct times of a batch.
+  What a kernel learns about a DataFrame is remembered with it (a weak map), so the same
+  question is never asked twice, and most are answered from what an earlier step counted;
+  a batch whose rows are on the driver anyway (made from local data, or a projection or
+  filter of such a batch, which Spark's optimizer evaluates there) is counted, consolidated
+  and collected without a Spark job.
 
-``pyspark`` is imported only by this module and its two companions
-(:mod:`~ddflow.kernels.spark_expr`, :mod:`~ddflow.kernels.spark_reduce`); ``import ddflow``
-does not import it.
+The cost of a step is mostly the number of Spark jobs it starts (a quarter to half a second
+each on a two-core machine, however small the data); ``SparkKernels.jobs`` counts them.
+
+``pyspark`` is imported only by this module and its companions
+(:mod:`~ddflow.kernels.spark_expr`, :mod:`~ddflow.kernels.spark_lattice`,
+:mod:`~ddflow.kernels.spark_reduce`); ``import ddflow`` does not import it.
 """
 
 from __future__ import annotations
@@ -35,6 +42,8 @@ import functools
 import operator
 import os
 import shutil
+import sys
+import sysconfig
 import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -48,7 +57,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from ddflow.errors import DDFlowError
-from ddflow.kernels.local import LocalKernels
+from ddflow.kernels.local import NULL_CODE, LocalKernels
 from ddflow.kernels.spark_expr import SparkCompiled, arrow_type, compile_spark, spark_type_name
 from ddflow.kernels.spark_lattice import (
     advance_columns,
@@ -62,8 +71,6 @@ from ddflow.schema import Schema
 DIFF = "__diff"
 KEY = "__key"
 QPREFIX = "__q"
-#: the key code of a null single integer key (codes are never null; lookups re-check keys)
-NULL_CODE = -(2**63)
 _HASH_SEED = 0x5EED
 
 __all__ = ["DIFF", "KEY", "SparkKernels", "SparkRuntime", "SparkUnavailableError", "local_session"]
@@ -110,18 +117,46 @@ def require_java() -> str:
     return java
 
 
+def ship_by_value(fn: Callable[..., Any]) -> None:
+    """Make ``fn`` reach Spark's Python workers however its module was imported.
+
+    A function is pickled by reference to its module, which the workers then import. That
+    fails for a module the driver found through a path the workers do not have (a script's
+    sibling module, a notebook's helper file, a test module). So the module of a user's
+    function is pickled by value unless it is installed (the standard library or a
+    site-packages directory) or is ddflow's own.
+    """
+    from pyspark import cloudpickle
+
+    name = getattr(fn, "__module__", None)
+    module = sys.modules.get(name) if name else None
+    path = getattr(module, "__file__", None)
+    if module is None or path is None or name == "__main__" or name.split(".")[0] == "ddflow":
+        return  # __main__ and closures travel by value already
+    installed = {sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib", "purelib", "platlib")}
+    if any(os.path.abspath(path).startswith(os.path.abspath(p) + os.sep) for p in installed):
+        return
+    cloudpickle.register_pickle_by_value(module)
+
+
 def local_session(app: str = "ddflow", partitions: int = 4) -> SparkSession:
     """A Spark session on this machine (``local[2]``) with ``partitions`` shuffle partitions,
-    no UI, no progress bars and no packages to download; checks for Java first."""
+    no UI, no progress bars and no packages to download; checks for Java first.
+
+    Adaptive query execution is off: a differential step is a small query, and AQE's
+    re-planning after each shuffle (a job per stage) costs more than it saves there.
+    """
     require_java()
     return (
         SparkSession.builder.master("local[2]")
         .appName(app)
         .config("spark.sql.shuffle.partitions", str(partitions))
         .config("spark.default.parallelism", str(partitions))
+        .config("spark.sql.adaptive.enabled", "false")
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.sql.execution.arrow.pyspark.enabled", "true")
         .config("spark.log.level", "ERROR")
         .getOrCreate()
     )
@@ -129,6 +164,15 @@ def local_session(app: str = "ddflow", partitions: int = 4) -> SparkSession:
 
 class SparkRuntime:
     """Run a dataflow on Spark: ``dd.Dataflow(runtime=dd.SparkRuntime(spark))``.
+
+    >>> import ddflow as dd
+    >>> from ddflow.kernels.spark import local_session
+    >>> flow = dd.Dataflow(runtime=dd.SparkRuntime(local_session()))  # doctest: +SKIP
+    >>> words = flow.input("words", schema={"word": "str"})  # doctest: +SKIP
+    >>> counts = words.group_by("word").agg(n=dd.count()).output()  # doctest: +SKIP
+    >>> words.insert(["a", "b", "a"]); flow.advance_to(1); flow.run()  # doctest: +SKIP
+    >>> counts.snapshot().sort_values("word").to_dict("list")  # doctest: +SKIP
+    {'word': ['a', 'b'], 'n': [2, 1], 'count': [1, 1]}
 
     ``partitions`` is the number of key partitions of every arrangement (default: the
     session's ``spark.sql.shuffle.partitions``); ``checkpoint_every`` checkpoints every that
@@ -275,6 +319,27 @@ class SparkKernels:
         self._remember_local(df, frame)  # counting or collecting it needs no job
         return df
 
+    def native_updates(self, df: DataFrame, schema: Schema, diff: str | None,
+                       epoch: int) -> DataFrame:
+        """A user's Spark DataFrame (the input's columns, and a ``diff`` column of changes of
+        multiplicity if named) as a batch of updates at ``epoch``. Columns are cast to the
+        schema's Spark types; a null in a column that does not admit one, or a null diff,
+        fails the first job that reads it."""
+        cols = []
+        for name, dtype in schema.items():
+            c = F.col(name).cast(dtype.spark_type_name)
+            if not dtype.nullable:
+                message = f"input column {name!r} ({dtype}) is not nullable, but holds a null"
+                c = F.when(c.isNull(), F.raise_error(F.lit(message))).otherwise(c)
+            cols.append(c.alias(name))
+        if diff is None:
+            d = F.lit(1).cast("bigint")
+        else:
+            d = F.col(diff).cast("bigint")
+            d = F.when(d.isNull(), F.raise_error(F.lit(f"diff column {diff!r} holds a null")))
+            d = d.otherwise(F.col(diff).cast("bigint"))
+        return df.select(*cols, F.lit(epoch).cast("bigint").alias("__t0"), d.alias(DIFF))
+
     def to_polars(self, batch: DataFrame) -> pl.DataFrame:
         local = self.local_frame(batch)
         if local is not None:
@@ -362,6 +427,8 @@ class SparkKernels:
         names = list(src_names)
         # a Schema does not pickle: ship its columns and rebuild it on the executors
         columns = [(n, str(t)) for n, t in schema.items()]
+
+        ship_by_value(fn)
 
         def apply(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
             out_schema = Schema(columns)
@@ -535,11 +602,9 @@ class SparkKernels:
         )
 
     def split_by_time(self, batch: DataFrame, tt: TimeType) -> list[tuple[Time, DataFrame]]:
-        """The batch's updates per time. With times unknown (an output's or a vertex's
-        updates, read on the driver next) the batch is collected once and split there."""
+        """The batch's updates per time: its distinct times (one collect, unless known), then
+        a filter per time; rows the driver holds are split there."""
         local = self.local_frame(batch)
-        if local is None and self.facts(batch).time_counts is None:
-            local = self.to_polars(batch)
         if local is not None:
             return [(t, self.from_polars(part)) for t, part in self._local.split_by_time(local, tt)]
         counts = self.count_by_time(batch, tt)

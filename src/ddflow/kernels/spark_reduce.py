@@ -33,7 +33,7 @@ from pyspark.sql import functions as F
 
 from ddflow.kernels.local_reduce import GROUP_FUNCTIONS as LOCAL_GROUP_FUNCTIONS
 from ddflow.kernels.local_reduce import reduce_prepare as local_reduce_prepare
-from ddflow.kernels.spark import DIFF, KEY, QPREFIX
+from ddflow.kernels.spark import DIFF, KEY, QPREFIX, ship_by_value
 from ddflow.kernels.spark_expr import arrow_type, spark_type_name
 from ddflow.kernels.spark_lattice import at_times, join_columns, le_column, time_columns
 from ddflow.lattice import Time, TimeType
@@ -142,11 +142,9 @@ def interesting_times(k: SparkKernels, new: DataFrame, history: DataFrame, tt: T
 # ---------------------------------------------------------------------- min/max fast path
 
 
-def _float_extreme(c: str, kind: str, dtype: str, where: Column | None = None) -> Column:
+def _float_extreme(c: str, kind: str, dtype: str) -> Column:
     """Polars' ``min``/``max`` of a column: nulls skipped, NaN skipped unless all are NaN."""
     col = F.col(c)
-    if where is not None:
-        col = F.when(where, col)
     if dtype not in ("double", "float"):
         return (F.min if kind == "min" else F.max)(col)
     plain = F.when(~F.isnan(col), col)
@@ -361,25 +359,32 @@ def _agg_weights(k: SparkKernels, spec: ReduceSpec, acc: DataFrame, keys: list[s
 
 def _agg(k: SparkKernels, spec: ReduceSpec, acc: DataFrame, keys: list[str], qcols: list[str],
          out_types: dict[str, str]) -> DataFrame:
+    """Aggregates that need values. ``count``/``sum``/``mean`` are linear in the rows; ``min``
+    and ``max`` of a column range over that column's values whose multiplicity in the group,
+    summed over every row holding the value, is positive (as the local kernel)."""
     types = dict(acc.dtypes)
-    positive = F.col(DIFF) > 0
+    group = [*keys, *qcols]
     count = F.sum(DIFF)
-    exprs = []
+    linear = [count.alias("__count")]
     for name, kind, c in spec.aggs:
         if kind == "count":
-            e = count
+            linear.append(count.cast(out_types[name]).alias(name))
         elif kind in ("sum", "mean"):
             assert c is not None
             value = F.col(c).cast("double") if types[c] in ("float", "double") else F.col(c)
             e = F.sum(value * F.col(DIFF))
-            if kind == "mean":  # groups of count 0 are dropped below
+            if kind == "mean":  # groups of count 0 are dropped below (ANSI mode would raise)
                 e = F.when(count != 0, e.cast("double") / count.cast("double"))
-        else:
+            linear.append(e.cast(out_types[name]).alias(name))
+    out = acc.groupBy(*group).agg(*linear).filter(F.col("__count") > 0)
+    for name, kind, c in spec.aggs:
+        if kind in ("min", "max"):
             assert c is not None
-            e = _float_extreme(c, kind, types[c], positive)
-        exprs.append(e.cast(out_types[name]).alias(name))
-    out = acc.groupBy(*keys, *qcols).agg(*exprs, count.alias("__count"))
-    return out.filter(F.col("__count") > 0).select(*keys, *qcols, *spec.outputs, _one())
+            present = (acc.groupBy(*group, c).agg(F.sum(DIFF).alias(DIFF))
+                       .filter(F.col(DIFF) > 0))
+            pick = _float_extreme(c, kind, types[c]).cast(out_types[name]).alias(name)
+            out = join_on(out, present.groupBy(*group).agg(pick), group, "left")
+    return out.select(*group, *spec.outputs, _one())
 
 
 def _distinct(k: SparkKernels, spec: ReduceSpec, acc: DataFrame, keys: list[str],
@@ -413,6 +418,8 @@ def _reduce(k: SparkKernels, spec: ReduceSpec, acc: DataFrame, keys: list[str],
     target = pa.schema([(f.name, arrow_type(f.dataType.simpleString())) for f in out_struct])
     local_group = LOCAL_GROUP_FUNCTIONS["reduce"]
     names = list(out_schema)
+    assert spec.fn is not None
+    ship_by_value(spec.fn)
 
     def apply(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         tables = [pa.Table.from_batches([b]) for b in batches]
