@@ -24,7 +24,11 @@ from benchmarks.graphs import random_changes, rmat
 def nx_components(edges: pl.DataFrame) -> dict[int, int]:
     g = nx.Graph()
     g.add_edges_from(edges.iter_rows())
-    return {n: min(c) for c in nx.connected_components(g) for n in c}
+    labels: dict[int, int] = {}
+    for c in nx.connected_components(g):
+        least = min(c)
+        labels.update(dict.fromkeys(c, least))
+    return labels
 
 
 def measure(n_edges: int, runs: int, batches: list[int], seed: int = 1,

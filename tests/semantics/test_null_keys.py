@@ -19,15 +19,15 @@ records = {
 
 
 def build(flow, i):
-    l, r = i["l"], i["r"]
+    left, right = i["l"], i["r"]
     return [
-        l.group_by("k").agg(n=dd.count(), total=dd.sum("v"), lo=dd.min("v"), hi=dd.max("v")),
-        l.group_by("k", "s").agg(n=dd.count()),
-        l.select("s").distinct(),
-        l.group_by("s").reduce(lambda s, group: [(len(group),)], schema={"rows": "int64"}),
-        l.join(r, on="k"),
-        l.semijoin(r, on="k"),
-        l.antijoin(r, on="k"),
+        left.group_by("k").agg(n=dd.count(), total=dd.sum("v"), lo=dd.min("v"), hi=dd.max("v")),
+        left.group_by("k", "s").agg(n=dd.count()),
+        left.select("s").distinct(),
+        left.group_by("s").reduce(lambda s, group: [(len(group),)], schema={"rows": "int64"}),
+        left.join(right, on="k"),
+        left.semijoin(right, on="k"),
+        left.antijoin(right, on="k"),
     ]
 
 

@@ -343,7 +343,7 @@ def _rows_agg_weights(spec: ReduceSpec, key: Any, group: Any) -> list[tuple[Any,
     count = acc[0]
     if count <= 0:
         return []
-    weights = dict(zip(spec.weights, acc[1:]))
+    weights = dict(zip(spec.weights, acc[1:], strict=True))
     row = []
     for name, kind, c in spec.aggs:
         if kind == "count":
@@ -401,7 +401,7 @@ def _rows_reduce(spec: ReduceSpec, key: Any, group: Any) -> list[tuple[Any, int]
                 f"reduce function returned {o_t!r}: expected {len(spec.outputs)} values "
                 f"({', '.join(spec.outputs)})"
             )
-        out.append((tuple(_cast(x, spec.out_types[n]) for x, n in zip(o_t, spec.outputs)), 1))
+        out.append((tuple(_cast(x, spec.out_types[n]) for x, n in zip(o_t, spec.outputs, strict=True)), 1))
     return out
 
 
