@@ -47,7 +47,7 @@ def run(quick: bool = False) -> dict[str, Any]:
     from ddflow.kernels.spark import SparkRuntime, local_session
 
     n_edges = 20_000 if quick else 1_000_000
-    spark = local_session("ddflow-bench", partitions=8)
+    spark = local_session("ddflow-bench", partitions=8, driver_memory="8g")
     edges = rmat(n_edges, seed=3)
     n_nodes = int(max(edges["src"].max(), edges["dst"].max())) + 1  # type: ignore[arg-type]
     flow = dd.Dataflow(runtime=SparkRuntime(spark))

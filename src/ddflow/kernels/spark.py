@@ -139,16 +139,22 @@ def ship_by_value(fn: Callable[..., Any]) -> None:
     cloudpickle.register_pickle_by_value(module)
 
 
-def local_session(app: str = "ddflow", partitions: int = 4) -> SparkSession:
+def local_session(app: str = "ddflow", partitions: int = 4,
+                  driver_memory: str | None = None) -> SparkSession:
     """A Spark session on this machine (``local[2]``) with ``partitions`` shuffle partitions,
     no UI, no progress bars and no packages to download; checks for Java first.
+    ``driver_memory`` (e.g. ``"8g"``) sizes the JVM's heap when this call starts it (Spark's
+    default, 1g, runs out on graphs of tens of thousands of edges in a long loop).
 
     Adaptive query execution is off: a differential step is a small query, and AQE's
     re-planning after each shuffle (a job per stage) costs more than it saves there.
     """
     require_java()
+    builder = SparkSession.builder
+    if driver_memory is not None:
+        builder = builder.config("spark.driver.memory", driver_memory)
     return (
-        SparkSession.builder.master("local[2]")
+        builder.master("local[2]")
         .appName(app)
         .config("spark.sql.shuffle.partitions", str(partitions))
         .config("spark.default.parallelism", str(partitions))
