@@ -49,15 +49,8 @@ def measure(n_edges: int, runs: int, batches: list[int], seed: int = 1,
     lat: dict[int, list[float]] = {b: [] for b in batches}
     for b in batches:
         for _ in range(runs):
-            gone, new = random_changes(live, n_nodes, b, rng)
-            t0 = time.perf_counter()
-            if gone.height:
-                inp.remove_frame(gone)
-            inp.insert_frame(new)
-            flow.advance_to(flow.epoch + 1)
-            flow.run()
-            lat[b].append(time.perf_counter() - t0)
-            live = pl.concat([_remove_once(live, gone), new])
+            seconds, live = change_edges(flow, inp, live, n_nodes, b, rng)
+            lat[b].append(seconds)
     # NetworkX recomputes from scratch on the final graph
     base = []
     for _ in range(max(2, min(runs, 3))):
@@ -82,6 +75,21 @@ def measure(n_edges: int, runs: int, batches: list[int], seed: int = 1,
         "networkx_recompute": nx_ms,
         "loop_steps": flow.worker.steps,
     }
+
+
+def change_edges(flow: dd.Dataflow, inp: dd.InputCollection, live: pl.DataFrame, n_nodes: int,
+                 changes: int, rng: np.random.Generator) -> tuple[float, pl.DataFrame]:
+    """Apply ``changes`` random edge changes as one epoch and run it: the seconds it took, and
+    the live edges after it."""
+    gone, new = random_changes(live, n_nodes, changes, rng)
+    t0 = time.perf_counter()
+    if gone.height:
+        inp.remove_frame(gone)
+    inp.insert_frame(new)
+    flow.advance_to(flow.epoch + 1)
+    flow.run()
+    seconds = time.perf_counter() - t0
+    return seconds, pl.concat([_remove_once(live, gone), new])
 
 
 def _remove_once(live: pl.DataFrame, gone: pl.DataFrame) -> pl.DataFrame:

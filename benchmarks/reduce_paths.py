@@ -9,17 +9,15 @@ Reports the medians per batch size and their ratio (columnar / row path).
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import numpy as np
-import polars as pl
 
 import ddflow as dd
 import ddflow.kernels.local_reduce as local_reduce
-from benchmarks.cc import _remove_once
+from benchmarks.cc import change_edges
 from benchmarks.common import machine, summary
-from benchmarks.graphs import random_changes, rmat
+from benchmarks.graphs import rmat
 
 
 def run(quick: bool = False) -> dict[str, Any]:
@@ -42,15 +40,8 @@ def run(quick: bool = False) -> dict[str, Any]:
             for _ in range(runs):
                 for mode, limit in modes.items():
                     local_reduce.SMALL_REDUCE_ROWS = limit
-                    gone, new = random_changes(live, n_nodes, b, rng)
-                    t0 = time.perf_counter()
-                    if gone.height:
-                        inp.remove_frame(gone)
-                    inp.insert_frame(new)
-                    flow.advance_to(flow.epoch + 1)
-                    flow.run()
-                    lat[mode].setdefault(b, []).append(time.perf_counter() - t0)
-                    live = pl.concat([_remove_once(live, gone), new])
+                    seconds, live = change_edges(flow, inp, live, n_nodes, b, rng)
+                    lat[mode].setdefault(b, []).append(seconds)
     finally:
         local_reduce.SMALL_REDUCE_ROWS = default
     rows = {}
