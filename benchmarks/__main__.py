@@ -12,7 +12,7 @@ BENCHMARKS = {
     "cc": "benchmarks.cc",
     "figure1": "benchmarks.figure1",
     "spark_cc": "benchmarks.spark_cc",
-    "reduce_paths": "benchmarks.reduce_paths",
+    "small_batches": "benchmarks.small_batches",
 }
 
 

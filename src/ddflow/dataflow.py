@@ -32,6 +32,7 @@ from ddflow.errors import (
     call_site,
 )
 from ddflow.kernels.local import DIFF, LocalKernels
+from ddflow.kernels.local_rows import SMALL_ROWS
 from ddflow.lattice import EPOCHS
 from ddflow.plan import Node, Plan, Scope
 from ddflow.schema import Schema
@@ -41,12 +42,17 @@ __all__ = ["Dataflow", "InputCollection", "LocalRuntime", "Output", "Probe"]
 
 
 class LocalRuntime:
-    """The embedded runtime (the default): Polars batches in this process."""
+    """The embedded runtime (the default): Polars batches in this process.
+
+    ``small_batch_rows``: a batch of at most this many rows (a small step of an update) is
+    held as Python tuples and processed without Polars, whose fixed cost per call dominates
+    small steps; ``0`` keeps every batch in Polars. Results do not depend on it.
+    """
 
     name = "local"
 
-    def __init__(self) -> None:
-        self.kernels = LocalKernels()
+    def __init__(self, small_batch_rows: int = SMALL_ROWS) -> None:
+        self.kernels = LocalKernels(small_rows=small_batch_rows)
 
     def to_polars(self, data: Any) -> Any:
         return data

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from operator import le as _le
 from typing import Literal
 
 import numpy as np
@@ -46,7 +47,7 @@ Time = tuple[int, ...]
 Coordinate = Literal["product", "lexicographic"]
 IntArray = npt.NDArray[np.int64]
 
-__all__ = ["Coordinate", "IntArray", "Time", "TimeType", "EPOCHS"]
+__all__ = ["EPOCHS", "Coordinate", "IntArray", "Time", "TimeType"]
 
 
 @dataclass(frozen=True)
@@ -116,7 +117,7 @@ class TimeType:
     def less_equal(self, a: Sequence[int], b: Sequence[int]) -> bool:
         """The partial order of this time type."""
         if not self._pairs:
-            return all(x <= y for x, y in zip(a, b))
+            return all(map(_le, a, b))
         i = 0
         n = self.width
         pairs = self._pairs
@@ -138,7 +139,7 @@ class TimeType:
     def join(self, a: Sequence[int], b: Sequence[int]) -> Time:
         """Least upper bound of two times."""
         if not self._pairs:
-            return tuple(x if x >= y else y for x, y in zip(a, b))
+            return tuple(map(max, a, b))
         out = list(a)
         for i in range(self.width):
             if i not in self._pairs and (i - 1) not in self._pairs:
@@ -151,7 +152,7 @@ class TimeType:
     def meet(self, a: Sequence[int], b: Sequence[int]) -> Time:
         """Greatest lower bound of two times."""
         if not self._pairs:
-            return tuple(x if x <= y else y for x, y in zip(a, b))
+            return tuple(map(min, a, b))
         out = list(a)
         for i in range(self.width):
             if i not in self._pairs and (i - 1) not in self._pairs:

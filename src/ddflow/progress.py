@@ -52,6 +52,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from operator import add as _add
 
 from ddflow.frontier import MutableAntichain
 from ddflow.lattice import Coordinate, Time, TimeType
@@ -100,12 +101,13 @@ class Summary:
         adds = (0,) * (tt.width - 1) + (amount,)
         return Summary(tt.width, adds, (), tt)
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_shifts", any(self.adds))
+
     def apply(self, t: Sequence[int]) -> Time:
         k = self.keep
-        if any(self.adds):
-            head = tuple(t[i] + self.adds[i] for i in range(k))
-        else:
-            head = tuple(t[:k])
+        shifts = self._shifts  # type: ignore[attr-defined]
+        head = tuple(map(_add, t[:k], self.adds)) if shifts else tuple(t[:k])
         return head + self.append if self.append else head
 
     def then(self, other: Summary) -> Summary:

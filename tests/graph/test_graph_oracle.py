@@ -338,6 +338,8 @@ def reference_pagerank(edges: set[Edge], iterations: int, damping: float = 0.85,
     for u, v in {e[:2] for e in edges}:
         out[u].append(v)
     n = len(nodes)
+    if n == 0:
+        return {}  # every edge deleted: no node, no mass
     mass = {v: scale // n for v in nodes}
     for _ in range(iterations):
         new = dict.fromkeys(nodes, (scale * (den - d) // den) // n)

@@ -29,9 +29,10 @@ from hypothesis import strategies as st
 import ddflow as dd
 from ddflow.testing import frame_to_counter, reference
 
-#: the runtimes of the semantics suite: every test runs on "local"; the tests named in
+#: the runtimes of the semantics suite: every test runs on "local" (small batches held as rows)
+#: and "local-columnar" (the local runtime with every batch in Polars); the tests named in
 #: :data:`SPARK_SUBSET` run on "spark" too (see there)
-RUNTIMES: list[str] = ["local", "spark"]
+RUNTIMES: list[str] = ["local", "local-columnar", "spark"]
 
 #: The semantics tests that also run on the Spark runtime: the worked streams, one per operator
 #: family (linear, join, reduce, loops, prioritized loops, null keys). A Spark step runs a
@@ -65,6 +66,8 @@ def make_flow(runtime: str) -> dd.Dataflow:
     """An empty dataflow on ``runtime`` (one of :data:`RUNTIMES`)."""
     if runtime == "local":
         return dd.Dataflow()
+    if runtime == "local-columnar":  # every batch in Polars: the columnar kernels alone
+        return dd.Dataflow(runtime=dd.LocalRuntime(small_batch_rows=0))
     if runtime == "spark":
         import pytest
 

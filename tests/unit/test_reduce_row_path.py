@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from polars.testing import assert_frame_equal
 
 from ddflow.kernels.local import DIFF, KEY, LocalKernels
+from ddflow.kernels.local_rows import frame as as_frame
 from ddflow.kernels.local_reduce import (
     interesting_times,
     reduce_evaluate,
@@ -105,8 +106,8 @@ def consolidated(frame: pl.DataFrame) -> pl.DataFrame:
 def test_row_path_equals_columnar_path(case):
     kind, tt, queries, history, out_history = case
     spec = SPECS[kind]
-    rows = reduce_evaluate(spec, queries, history, out_history, tt, small_rows=10**9)
-    columnar = reduce_evaluate(spec, queries, history, out_history, tt, small_rows=-1)
+    rows = as_frame(reduce_evaluate(spec, queries, history, out_history, tt, small_rows=10**9))
+    columnar = as_frame(reduce_evaluate(spec, queries, history, out_history, tt, small_rows=-1))
     assert_frame_equal(consolidated(rows), consolidated(columnar), check_exact=True)
 
 
@@ -118,8 +119,8 @@ def test_float_columns_take_the_columnar_path():
     queries = history.select([KEY, "k", "__t0"]).unique()
     empty = LocalKernels().arrange(
         pl.DataFrame(schema={"k": I64, "t": pl.Float64(), "__t0": I64, DIFF: I64}), ["k"])
-    small = reduce_evaluate(spec, queries, history, empty, tt, small_rows=10**9)
-    columnar = reduce_evaluate(spec, queries, history, empty, tt, small_rows=-1)
+    small = as_frame(reduce_evaluate(spec, queries, history, empty, tt, small_rows=10**9))
+    columnar = as_frame(reduce_evaluate(spec, queries, history, empty, tt, small_rows=-1))
     # Polars' grouped sum, not Python's left-to-right one (which differs here)
     assert small.get_column("t").to_list() == columnar.get_column("t").to_list()
     assert columnar.get_column("t").to_list() != [0.1 + 0.2 + 0.3]
@@ -127,8 +128,8 @@ def test_float_columns_take_the_columnar_path():
 
 def as_sets(parts: list[tuple[tuple[int, ...], pl.DataFrame]]) -> dict[tuple[int, ...], set]:
     out: dict[tuple[int, ...], set] = {}
-    for t, frame in parts:
-        out.setdefault(t, set()).update(frame.iter_rows())
+    for t, part in parts:
+        out.setdefault(t, set()).update(as_frame(part).iter_rows())
     return out
 
 
@@ -144,11 +145,11 @@ def test_interesting_times_and_queries_rows_equal_columnar(case, cut):
     columnar = interesting_times(new, old, tt, spec.keys, small_rows=-1)
     assert as_sets(rows) == as_sets(columnar)
     for parts in (rows, columnar):
-        for _, frame in parts:
-            assert frame.schema == new.select([KEY, *spec.keys]).schema
+        for _, part in parts:
+            assert as_frame(part).schema == new.select([KEY, *spec.keys]).schema
     pending = {t: [f] for t, f in columnar}
     if pending:
-        q_rows = time_queries(pending, tt, small_rows=10**9)
-        q_columnar = time_queries(pending, tt, small_rows=-1)
+        q_rows = as_frame(time_queries(pending, tt, small_rows=10**9))
+        q_columnar = as_frame(time_queries(pending, tt, small_rows=-1))
         assert q_rows.schema == q_columnar.schema
         assert sorted(q_rows.iter_rows(), key=repr) == sorted(q_columnar.iter_rows(), key=repr)

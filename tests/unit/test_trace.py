@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ddflow.kernels.local import LocalKernels
+from ddflow.kernels.local_rows import frame as as_frame
 from ddflow.lattice import TimeType
 from ddflow.trace import Spine
 
@@ -39,7 +40,7 @@ def accumulation(rows, key, u):
 
 
 def trace_accumulation(s, key, u):
-    got = s.lookup(np.array([key]))
+    got = as_frame(s.lookup(np.array([key])))
     return accumulation(got.select(["k", "v", "__t0", "__t1", "__diff"]).iter_rows(), key, u)
 
 
@@ -79,7 +80,7 @@ def test_lookup_returns_only_the_keys_asked_for():
         b = batch([(k, k * 10, 0, 0, 1)])
         s.insert(b, b.height)
     assert len(s.batches) < 10  # geometric merging keeps few batches
-    got = s.lookup(np.array([3, 50, 99]))
+    got = as_frame(s.lookup(np.array([3, 50, 99])))
     assert sorted(got.get_column("k").to_list()) == [3, 50, 99]
 
 

@@ -24,6 +24,8 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from ddflow.kernels import local_rows as R
+from ddflow.kernels.local_rows import Batch, Rows, as_rows, frame
 from ddflow.lattice import Time, TimeType
 
 #: the key code of a null single integer key (codes are never null; lookups re-check keys)
@@ -77,9 +79,34 @@ def join_exprs(tt: TimeType, a: Sequence[str], b: Sequence[str], out: Sequence[s
 
 
 class LocalKernels:
-    """Bulk operations on Polars batches; one instance per dataflow, stateless."""
+    """Bulk operations on Polars batches, and on small batches held as Python rows
+    (:mod:`ddflow.kernels.local_rows`); one instance per dataflow, stateless.
+
+    ``small_rows``: batches of at most this many rows are held as rows, and the reduce works
+    row by row on steps of up to :data:`~ddflow.kernels.local_reduce.SMALL_REDUCE_ROWS` rows;
+    ``0`` keeps every batch columnar (Polars) and every kernel on its columnar path.
+    """
 
     name = "local"
+
+    def __init__(self, small_rows: int = R.SMALL_ROWS) -> None:
+        self.set_small_rows(small_rows)
+
+    def set_small_rows(self, small_rows: int) -> None:
+        """Hold batches of at most ``small_rows`` rows as rows from now on (``0``: none);
+        batches already held either way stay valid."""
+        if small_rows < 0:
+            raise ValueError(f"small_rows must be >= 0, got {small_rows}")
+        self.small_rows = small_rows if small_rows > 0 else -1
+        #: a lookup in a large columnar batch gives rows up to this many (the reduce reads a
+        #: key's whole group row by row, and a gather from NumPy views beats Polars' here)
+        self.lookup_rows = max(self.small_rows, R.LOOKUP_ROWS) if small_rows > 0 else -1
+        #: the reduce kernels' row-path limit (None: their default)
+        self.reduce_rows: int | None = None if small_rows > 0 else -1
+
+    def _small(self, data: pl.DataFrame) -> Any:
+        """A small result as rows (see :func:`local_rows.as_rows`)."""
+        return as_rows(data, self.small_rows)
 
     # ------------------------------------------------------------------ construction
 
@@ -98,25 +125,57 @@ class LocalKernels:
     # ------------------------------------------------------------------ linear
 
     def compile(self, expr: Any, schema: Any, name: str | None) -> pl.Expr:
-        """A column expression compiled, once, to a Polars expression."""
+        """A column expression compiled, once, to a Polars expression. A plain column
+        reference also records its source column (``_dd_src``): rows are then projected
+        without Polars."""
         from ddflow.expr import compile_polars
 
         compiled = compile_polars(expr, schema)
-        return compiled.alias(name) if name is not None else compiled
+        if name is not None:
+            compiled = compiled.alias(name)
+        source = expr
+        while source.kind == "alias":
+            source = source.args[0]
+        if source.kind == "col":
+            compiled._dd_src = source.params[0]  # type: ignore[attr-defined]
+        return compiled
 
-    def select(self, batch: pl.DataFrame, compiled: Sequence[pl.Expr], tt: TimeType) -> pl.DataFrame:
+    def select(self, batch: Any, compiled: Sequence[pl.Expr], tt: TimeType) -> Any:
+        if type(batch) is Rows:
+            sources = [getattr(c, "_dd_src", None) for c in compiled]
+            if None not in sources:
+                names = [c.meta.output_name() for c in compiled]
+                return self._project(batch, sources, names, tt)
+            return self._small(self.select(batch.to_frame(), compiled, tt))
         return batch.select([*compiled, *tt.columns(), DIFF])
 
-    def with_columns(self, batch: pl.DataFrame, compiled: Sequence[pl.Expr], names: Sequence[str],
-                     tt: TimeType) -> pl.DataFrame:
+    def _project(self, batch: Rows, sources: Sequence[str], names: Sequence[str],
+                 tt: TimeType) -> Rows:
+        g = batch.getter([*sources, *tt.columns(), DIFF])
+        schema = {n: batch.schema[s] for n, s in zip(names, sources, strict=True)}
+        schema.update({c: pl.Int64 for c in tt.columns()})
+        schema[DIFF] = pl.Int64
+        return Rows(schema, [g(r) for r in batch.rows])
+
+    def with_columns(self, batch: Any, compiled: Sequence[pl.Expr], names: Sequence[str],
+                     tt: TimeType) -> Any:
+        if type(batch) is Rows:
+            sources = {c.meta.output_name(): getattr(c, "_dd_src", None) for c in compiled}
+            if None not in sources.values():
+                return self._project(batch, [sources.get(n, n) for n in names], names, tt)
+            return self._small(self.with_columns(batch.to_frame(), compiled, names, tt))
         return batch.with_columns(compiled).select([*names, *tt.columns(), DIFF])
 
-    def filter(self, batch: pl.DataFrame, predicate: pl.Expr) -> pl.DataFrame:
+    def filter(self, batch: Any, predicate: pl.Expr) -> Any:
+        if type(batch) is Rows:
+            return self._small(batch.to_frame().filter(predicate))
         return batch.filter(predicate)
 
-    def map_rows(self, batch: pl.DataFrame, fn: Any, schema: Any, src_names: Sequence[str],
-                 tt: TimeType, flat: bool) -> pl.DataFrame:
+    def map_rows(self, batch: Batch, fn: Any, schema: Any, src_names: Sequence[str],
+                 tt: TimeType, flat: bool) -> Batch:
         """Apply a Python row function (``flat``: returning any number of rows) to every row."""
+        if type(batch) is Rows:
+            return self._small(self.map_rows(batch.to_frame(), fn, schema, src_names, tt, flat))
         single = len(schema.names) == 1
         rows: list[Any] = []
         index: list[int] = []
@@ -130,35 +189,49 @@ class LocalKernels:
         rest = rest[index] if index else rest.clear()
         return pl.concat([data, rest], how="horizontal")
 
-    def inspect(self, batch: pl.DataFrame, fn: Any, names: Sequence[str], tt: TimeType) -> pl.DataFrame:
+    def inspect(self, batch: Batch, fn: Any, names: Sequence[str], tt: TimeType) -> Batch:
         tcols = tt.columns()
         time = pl.col(tcols[0]) if tt.width == 1 else pl.concat_list(tcols)
-        fn(batch.select([*names, time.alias("time"), pl.col(DIFF).alias("diff")]))
+        fn(frame(batch).select([*names, time.alias("time"), pl.col(DIFF).alias("diff")]))
         return batch
 
-    def is_empty(self, batch: pl.DataFrame) -> bool:
+    def is_empty(self, batch: Any) -> bool:
         return batch.height == 0
 
-    def to_polars(self, batch: pl.DataFrame) -> pl.DataFrame:
-        return batch
+    def to_polars(self, batch: Any) -> pl.DataFrame:
+        return frame(batch)
 
-    def from_polars(self, frame: pl.DataFrame) -> pl.DataFrame:
-        return frame
+    def from_polars(self, data: pl.DataFrame) -> Any:
+        """A frame of updates as a batch: small ones as rows (:mod:`local_rows`)."""
+        return self._small(data)
 
-    def concat(self, batches: Sequence[pl.DataFrame]) -> pl.DataFrame:
+    def concat(self, batches: Sequence[Any]) -> Any:
         if len(batches) == 1:
             return batches[0]
         nonempty = [b for b in batches if b.height]
         if len(nonempty) <= 1:
             return nonempty[0] if nonempty else batches[0]
-        return pl.concat(nonempty, how="vertical")
+        if all(type(b) is Rows for b in nonempty):
+            first = nonempty[0]
+            if all(b.names == first.names for b in nonempty):
+                return first.like([r for b in nonempty for r in b.rows])
+            names = first.names
+            return first.like([r for b in nonempty for r in b.project(names).rows])
+        frames = [frame(b) for b in nonempty]
+        if any(f.columns != frames[0].columns for f in frames):
+            frames = [f.select(frames[0].columns) for f in frames]
+        return pl.concat(frames, how="vertical")
 
-    def negate(self, batch: pl.DataFrame) -> pl.DataFrame:
+    def negate(self, batch: Any) -> Any:
+        if type(batch) is Rows:
+            return R.negate(batch)
         return batch.with_columns(-pl.col(DIFF))
 
-    def consolidate(self, batch: pl.DataFrame, sums: Sequence[str] = (DIFF,)) -> pl.DataFrame:
+    def consolidate(self, batch: Any, sums: Sequence[str] = (DIFF,)) -> Any:
         """One row per ``(data, time)`` with the summed diff (and any other summed weight
         columns); rows whose sums are all zero removed."""
+        if type(batch) is Rows:
+            return R.consolidate(batch, sums)
         nonzero = pl.col(sums[0]) != 0
         for w in sums[1:]:
             nonzero = nonzero | (pl.col(w) != 0)
@@ -172,10 +245,14 @@ class LocalKernels:
             .select(batch.columns)
         )
 
-    def enter(self, batch: pl.DataFrame, outer: TimeType, inner: TimeType,
-              priority: pl.Expr | None = None) -> pl.DataFrame:
+    def enter(self, batch: Batch, outer: TimeType, inner: TimeType,
+              priority: pl.Expr | None = None) -> Batch:
         """Extend the times by a loop's coordinate: ``0`` for ``iterate``; the record's
         ``(priority, 0)`` for ``prioritized_iterate``."""
+        if type(batch) is Rows:
+            if priority is None:
+                return R.enter(batch, outer, inner)
+            return self._small(self.enter(batch.to_frame(), outer, inner, priority))
         data = [c for c in batch.columns if not c.startswith("__")]
         new = inner.columns()[outer.width:]
         if priority is None:
@@ -184,20 +261,26 @@ class LocalKernels:
             extra = [priority.cast(pl.Int64).alias(new[0]), pl.lit(0, dtype=pl.Int64).alias(new[1])]
         return batch.select([*data, *outer.columns(), *extra, DIFF])
 
-    def leave(self, batch: pl.DataFrame, inner: TimeType, outer: TimeType) -> pl.DataFrame:
+    def leave(self, batch: Batch, inner: TimeType, outer: TimeType) -> Batch:
         """Drop the loop's coordinate from the times."""
+        if type(batch) is Rows:
+            return R.leave(batch, inner, outer)
         return batch.drop(inner.columns()[outer.width:])
 
-    def increment(self, batch: pl.DataFrame, tt: TimeType, limit: int | None) -> pl.DataFrame:
+    def increment(self, batch: Batch, tt: TimeType, limit: int | None) -> Batch:
         """Add one to the innermost iteration; drop updates that would reach ``limit``."""
+        if type(batch) is Rows:
+            return R.increment(batch, tt, limit)
         last = tt.columns()[-1]
         out = batch.with_columns(pl.col(last) + 1)
         if limit is not None:
             out = out.filter(pl.col(last) < limit)
         return out
 
-    def advance(self, batch: pl.DataFrame, tt: TimeType, frontier: Sequence[Time]) -> pl.DataFrame:
+    def advance(self, batch: Batch, tt: TimeType, frontier: Sequence[Time]) -> Batch:
         """Advance every time by the frontier (compaction), without consolidating."""
+        if type(batch) is Rows:
+            return R.advance(batch, tt, frontier)
         if not frontier or batch.height == 0:
             return batch
         cols = tt.columns()
@@ -210,33 +293,45 @@ class LocalKernels:
 
     # ------------------------------------------------------------------ times
 
-    def distinct_times(self, batch: pl.DataFrame, tt: TimeType) -> list[Time]:
+    def distinct_times(self, batch: Any, tt: TimeType) -> list[Time]:
+        if type(batch) is Rows:
+            return R.distinct_times(batch, tt)
         if batch.height == 0:
             return []
         cols = tt.columns()
         return [tuple(r) for r in batch.select(cols).unique().sort(cols).iter_rows()]
 
-    def split_by_time(self, batch: pl.DataFrame, tt: TimeType) -> list[tuple[Time, pl.DataFrame]]:
+    def split_by_time(self, batch: Any, tt: TimeType) -> list[tuple[Time, Any]]:
+        if type(batch) is Rows:
+            return R.split_by_time(batch, tt)
         cols = tt.columns()
         if batch.height == 0:
             return []
         parts = batch.partition_by(cols, as_dict=True, maintain_order=True)
         return sorted(((tuple(k), v) for k, v in parts.items()), key=lambda kv: kv[0])  # type: ignore[arg-type]
 
-    def count_by_time(self, batch: pl.DataFrame, tt: TimeType) -> list[tuple[Time, int]]:
+    def count_by_time(self, batch: Batch, tt: TimeType) -> list[tuple[Time, int]]:
         """How many updates the batch holds at each time."""
+        if type(batch) is Rows:
+            return R.count_by_time(batch, tt)
         cols = tt.columns()
         if batch.height == 0:
             return []
         counts = batch.group_by(cols).len()
         return [(tuple(r[:-1]), int(r[-1])) for r in counts.iter_rows()]
 
-    def split_complete(self, batches: Sequence[pl.DataFrame], last_epoch: int
-                       ) -> tuple[pl.DataFrame | None, list[pl.DataFrame]]:
+    def split_complete(self, batches: Sequence[Batch], last_epoch: int
+                       ) -> tuple[Batch | None, list[Batch]]:
         """Split top-level batches into the updates at epochs ``<= last_epoch`` and the rest."""
         if not batches:
             return None, []
         allb = self.concat(batches)
+        if type(allb) is Rows:
+            i = allb.index("__t0")
+            ready_rows = [r for r in allb.rows if r[i] <= last_epoch]
+            rest_rows = [r for r in allb.rows if r[i] > last_epoch]
+            return ((allb.like(ready_rows) if ready_rows else None),
+                    ([allb.like(rest_rows)] if rest_rows else []))
         t0 = pl.col("__t0")
         ready = allb.filter(t0 <= last_epoch)
         rest = allb.filter(t0 > last_epoch)
@@ -245,31 +340,46 @@ class LocalKernels:
     # ------------------------------------------------------------------ arrangements
 
     def key_codes(self, frame: pl.DataFrame, keys: Sequence[str]) -> pl.Series:
-        """An int64 code per row for the key columns: the key for one integer column, else a
-        hash (equal keys have equal codes; unequal keys rarely share one, and lookups re-check)."""
+        """An int64 code per row for the key columns: the key for one integer column, a
+        multiply-xorshift mix for several integer columns, else Polars' row hash (equal keys
+        have equal codes; unequal keys rarely share one, and lookups re-check)."""
         if len(keys) == 1 and frame.schema[keys[0]].is_integer():
             return frame.get_column(keys[0]).cast(pl.Int64).fill_null(NULL_CODE).alias(KEY)
         if not keys:
             return pl.Series(KEY, np.zeros(frame.height, dtype=np.int64))
+        if R.integer_keys(dict(frame.schema), keys):  # a mix row kernels compute alike
+            return pl.Series(KEY, R.mix_codes([frame.get_column(k) for k in keys]))
         return frame.select(keys).hash_rows(seed=0x5EED).reinterpret(signed=True).alias(KEY)
 
-    def arrange(self, batch: pl.DataFrame, keys: Sequence[str]) -> pl.DataFrame:
+    def arrange(self, batch: Any, keys: Sequence[str]) -> Any:
         """Add the key code column and sort by it."""
+        if type(batch) is Rows:
+            return R.arrange(batch, keys)
         if KEY not in batch.columns:
             batch = batch.with_columns(self.key_codes(batch, keys))
         return batch.sort(KEY)
 
-    def merge(self, batches: Sequence[pl.DataFrame], tt: TimeType, since: Sequence[Time],
-              sums: Sequence[str] = (DIFF,)) -> pl.DataFrame:
+    def merge(self, batches: Sequence[Batch], tt: TimeType, since: Sequence[Time],
+              sums: Sequence[str] = (DIFF,)) -> Batch:
         """Merge arranged batches, advancing times to ``since`` and consolidating."""
-        merged = self.concat(batches)
+        if (all(type(b) is Rows for b in batches)
+                and sum(b.height for b in batches) <= self.small_rows):
+            merged = self.concat(batches)
+            return R.arrange(R.consolidate(R.advance(merged, tt, since), sums), ())
+        merged = self.concat([frame(b) for b in batches])
         merged = self.advance(merged, tt, since)
-        return self.consolidate(merged, sums).sort(KEY)
+        return self._small(self.consolidate(merged, sums).sort(KEY))
 
-    def lookup(self, batch: pl.DataFrame, codes: np.ndarray) -> pl.DataFrame:
-        """Rows of an arranged batch whose key code is in ``codes`` (sorted, unique)."""
-        if batch.height == 0 or codes.size == 0:
+    def lookup(self, batch: Any, codes: Any) -> Any:
+        """Rows of an arranged batch whose key code is in ``codes`` (sorted, unique): rows
+        when few match (:mod:`local_rows`)."""
+        if type(batch) is Rows:
+            return R.lookup(batch, codes)
+        if batch.height == 0 or len(codes) == 0:
             return batch.clear()
+        small = R.lookup_frame(batch, codes, self.lookup_rows)
+        if small is not None:
+            return small
         col = batch.get_column(KEY).to_numpy()
         lo = np.searchsorted(col, codes, side="left")
         hi = np.searchsorted(col, codes, side="right")
@@ -290,22 +400,25 @@ class LocalKernels:
 
     def join_slice(
         self,
-        delta: pl.DataFrame,
-        other: pl.DataFrame,
+        delta: Batch,
+        other: Batch,
         tt: TimeType,
         left_on: Sequence[str],
         right_on: Sequence[str],
         delta_is_left: bool,
         output: Sequence[tuple[str, str, str]],
-    ) -> pl.DataFrame:
+    ) -> Batch:
         """Join a batch with a trace slice: every pair with equal keys gives the output
         columns, the lub of the two times and the product of the diffs.
 
         ``output`` lists ``(side, column, output name)`` with side ``"l"`` or ``"r"``.
         """
         left, right = (delta, other) if delta_is_left else (other, delta)
+        if type(left) is Rows and type(right) is Rows:
+            return R.join(left, right, tt, left_on, right_on, output)
         if left.height == 0 or right.height == 0:
             return pl.DataFrame(schema=self._join_schema(left, right, tt, output))
+        left, right = frame(left), frame(right)
         tcols = tt.columns()
         lsel = [pl.col(c).alias(f"__l_{c}") for c in left.columns if c != KEY]
         rsel = [pl.col(c).alias(f"__r_{c}") for c in right.columns if c != KEY]
@@ -319,7 +432,7 @@ class LocalKernels:
         exprs = [pl.col(f"__{side}_{c}").alias(name) for side, c, name in output]
         exprs += join_exprs(tt, [f"__l_{c}" for c in tcols], [f"__r_{c}" for c in tcols], tcols)
         exprs.append((pl.col(f"__l_{DIFF}") * pl.col(f"__r_{DIFF}")).alias(DIFF))
-        return j.select(exprs)
+        return self._small(j.select(exprs))
 
     def _join_schema(self, left: pl.DataFrame, right: pl.DataFrame, tt: TimeType,
                      output: Sequence[tuple[str, str, str]]) -> dict[str, pl.DataType]:
@@ -333,55 +446,63 @@ class LocalKernels:
 
     def accumulate(self, history: pl.DataFrame, queries: pl.DataFrame, tt: TimeType,
                    keys: Sequence[str], values: Sequence[str],
-                   weights: Sequence[str] = ()) -> pl.DataFrame:
+                   weights: Sequence[str] = ()) -> Batch:
         return accumulate(history, queries, tt, keys, values, weights)
 
     # ------------------------------------------------------------------ reduce
 
-    def key_set(self, batch: pl.DataFrame) -> np.ndarray:
+    def key_set(self, batch: Any) -> Any:
         """The distinct key codes of an arranged batch (sorted), for lookups."""
+        if type(batch) is Rows:
+            return R.key_set(batch)
         # (polars' unique + sort is much faster than numpy.unique on large int64 arrays)
         return batch.get_column(KEY).unique().sort().to_numpy()
 
-    def height(self, batch: pl.DataFrame) -> int:
+    def height(self, batch: Any) -> int:
         return batch.height
 
-    def drop_key(self, batch: pl.DataFrame) -> pl.DataFrame:
+    def drop_key(self, batch: Any) -> Any:
+        if type(batch) is Rows:
+            return batch.project([n for n in batch.names if n != KEY])
         return batch.drop(KEY)
 
     def interesting_times(self, new: pl.DataFrame, history: pl.DataFrame, tt: TimeType,
-                          keys: Sequence[str]) -> list[tuple[Time, pl.DataFrame]]:
+                          keys: Sequence[str]) -> list[tuple[Time, Batch]]:
         from ddflow.kernels.local_reduce import interesting_times
 
-        return interesting_times(new, history, tt, keys)
+        return interesting_times(new, history, tt, keys, self.reduce_rows)
 
     def minmax_unchanged(self, spec: Any, new: pl.DataFrame, out_history: pl.DataFrame,
-                         tt: TimeType) -> pl.DataFrame:
+                         tt: TimeType) -> Batch:
         from ddflow.kernels.local_reduce import minmax_unchanged
 
-        return minmax_unchanged(spec, new, out_history, tt)
+        return minmax_unchanged(spec, new, out_history, tt, self.reduce_rows)
 
-    def without_keys(self, batch: pl.DataFrame, keys: pl.DataFrame) -> pl.DataFrame:
+    def without_keys(self, batch: Batch, keys: pl.DataFrame) -> Batch:
         """The rows of ``batch`` whose ``(KEY, keys)`` are not among ``keys``' rows."""
         if keys.height == 0:
             return batch
+        if type(batch) is Rows:
+            drop = keys if type(keys) is Rows else Rows(dict(keys.schema), keys.rows())
+            return R.without_keys(batch, drop)
+        keys = frame(keys)
         return batch.join(keys, on=keys.columns, how="anti", nulls_equal=True)
 
-    def time_queries(self, pending: dict[Time, list[pl.DataFrame]], tt: TimeType) -> pl.DataFrame:
+    def time_queries(self, pending: dict[Time, list[pl.DataFrame]], tt: TimeType) -> Batch:
         from ddflow.kernels.local_reduce import time_queries
 
-        return time_queries(pending, tt)
+        return time_queries(pending, tt, self.reduce_rows)
 
-    def reduce_prepare(self, spec: Any, batch: pl.DataFrame, tt: TimeType) -> pl.DataFrame:
+    def reduce_prepare(self, spec: Any, batch: Batch, tt: TimeType) -> Batch:
         from ddflow.kernels.local_reduce import reduce_prepare
 
         return reduce_prepare(spec, batch, tt)
 
     def reduce_evaluate(self, spec: Any, queries: pl.DataFrame, history: pl.DataFrame,
-                        out_history: pl.DataFrame, tt: TimeType) -> pl.DataFrame:
+                        out_history: pl.DataFrame, tt: TimeType) -> Batch:
         from ddflow.kernels.local_reduce import reduce_evaluate
 
-        return reduce_evaluate(spec, queries, history, out_history, tt)
+        return reduce_evaluate(spec, queries, history, out_history, tt, self.reduce_rows)
 
 
 def accumulate(

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
+from ddflow.kernels import local_rows
 from ddflow.kernels.local import (
     DIFF,
     KEY,
@@ -25,6 +26,7 @@ from ddflow.kernels.local import (
     join_exprs,
     time_columns,
 )
+from ddflow.kernels.local_rows import Rows, as_rows, frame, iter_rows, rowable
 from ddflow.lattice import Time, TimeType
 
 if TYPE_CHECKING:
@@ -43,6 +45,11 @@ def _limit(small_rows: int | None) -> int:
     return SMALL_REDUCE_ROWS if small_rows is None else small_rows
 
 
+def _hold(data: pl.DataFrame, small_rows: int | None) -> Any:
+    """A result as rows when small, unless the row paths are off (``small_rows < 0``)."""
+    return as_rows(data, None if _limit(small_rows) >= 0 else -1)
+
+
 def interesting_times(new: pl.DataFrame, history: pl.DataFrame, tt: TimeType,
                       keys: Sequence[str], small_rows: int | None = None
                       ) -> list[tuple[Time, pl.DataFrame]]:
@@ -52,6 +59,7 @@ def interesting_times(new: pl.DataFrame, history: pl.DataFrame, tt: TimeType,
     cols = [*jkeys, *tcols]
     if new.height + history.height <= _limit(small_rows):
         return _interesting_times_rows(new, history, tt, jkeys)
+    new, history = frame(new), frame(history)
     fresh = new.select(cols).unique()
     ecols = [f"__e{i}" for i in range(tt.width)]
     rename = dict(zip(tcols, ecols))
@@ -83,18 +91,18 @@ def interesting_times(new: pl.DataFrame, history: pl.DataFrame, tt: TimeType,
     return [(tuple(int(x) for x in t), f) for t, f in parts.items()]  # type: ignore[union-attr]
 
 
-def _interesting_times_rows(new: pl.DataFrame, history: pl.DataFrame, tt: TimeType,
-                            jkeys: list[str]) -> list[tuple[Time, pl.DataFrame]]:
+def _interesting_times_rows(new: Any, history: Any, tt: TimeType,
+                            jkeys: list[str]) -> list[tuple[Time, Any]]:
     """:func:`interesting_times` row by row, for a small step: each key's closure of its new
     times under lubs with its other times, as a worklist."""
     tcols = tt.columns()
     nk = len(jkeys)
     fresh: dict[tuple[Any, ...], set[Time]] = {}
-    for row in new.select([*jkeys, *tcols]).iter_rows():
+    for row in iter_rows(new, [*jkeys, *tcols]):
         fresh.setdefault(row[:nk], set()).add(row[nk:])
     others: dict[tuple[Any, ...], set[Time]] = {}
     if history.height:
-        for row in history.select([*jkeys, *tcols]).iter_rows():
+        for row in iter_rows(history, [*jkeys, *tcols]):
             if row[:nk] in fresh:
                 others.setdefault(row[:nk], set()).add(row[nk:])
     lub = tt.join
@@ -114,11 +122,11 @@ def _interesting_times_rows(new: pl.DataFrame, history: pl.DataFrame, tt: TimeTy
         for t in closed:
             by_time.setdefault(t, []).append(key)
     schema = {c: new.schema[c] for c in jkeys}
-    return [(t, pl.DataFrame(rows, schema=schema, orient="row")) for t, rows in by_time.items()]
+    return [(t, Rows(schema, rows)) for t, rows in by_time.items()]
 
 
-def minmax_unchanged(spec: ReduceSpec, new: pl.DataFrame, out_history: pl.DataFrame,
-                     tt: TimeType) -> pl.DataFrame:
+def minmax_unchanged(spec: ReduceSpec, new: Any, out_history: Any, tt: TimeType,
+                     small_rows: int | None = None) -> Any:
     """New updates of a min/max-only aggregate that cannot change its output.
 
     A key's new updates are harmless when all are insertions, every output update of the key
@@ -129,7 +137,10 @@ def minmax_unchanged(spec: ReduceSpec, new: pl.DataFrame, out_history: pl.DataFr
     jkeys = [KEY, *spec.keys]
     tcols = tt.columns()
     if not tt.is_product or out_history.height == 0:
-        return new.select(jkeys).clear()
+        return Rows({c: new.schema[c] for c in jkeys}, [])
+    if new.height + out_history.height <= _limit(small_rows):
+        return _minmax_unchanged_rows(spec, new, out_history, tt)
+    new, out_history = frame(new), frame(out_history)
     mins = [(name, c) for name, kind, c in spec.aggs if kind == "min"]
     maxs = [(name, c) for name, kind, c in spec.aggs if kind == "max"]
     g = new.group_by(jkeys).agg(
@@ -158,19 +169,85 @@ def minmax_unchanged(spec: ReduceSpec, new: pl.DataFrame, out_history: pl.DataFr
         cond = cond & (pl.col(f"__lo_{name}") >= pl.col(name))
     for name, _ in maxs:
         cond = cond & (pl.col(f"__hi_{name}") <= pl.col(name))
-    return ok.filter(cond).select(jkeys)
+    return _hold(ok.filter(cond).select(jkeys), small_rows)
 
 
-def time_queries(pending: dict[Time, list[pl.DataFrame]], tt: TimeType,
-                 small_rows: int | None = None) -> pl.DataFrame:
+def _minmax_unchanged_rows(spec: ReduceSpec, new: Any, out_history: Any, tt: TimeType) -> Rows:
+    """:func:`minmax_unchanged` row by row (the same conditions, nulls as the columnar path
+    treats them: a null bound or output never qualifies)."""
+    jkeys = [KEY, *spec.keys]
+    tcols = tt.columns()
+    nk, width = len(jkeys), tt.width
+    mins = [(name, c) for name, kind, c in spec.aggs if kind == "min"]
+    maxs = [(name, c) for name, kind, c in spec.aggs if kind == "max"]
+    cols = [c for _, c in mins + maxs]
+    # key -> [all insertions, least time per coordinate, lows of min columns, highs of max ones]
+    seen: dict[tuple[Any, ...], list[Any]] = {}
+    for row in iter_rows(new, [*jkeys, *tcols, DIFF, *cols]):
+        key, t, d, vals = row[:nk], row[nk:nk + width], row[nk + width], row[nk + width + 1:]
+        got = seen.get(key)
+        if got is None:
+            seen[key] = [d > 0, list(t), list(vals)]
+            continue
+        got[0] = got[0] and d > 0
+        got[1] = [min(a, b) for a, b in zip(got[1], t, strict=True)]
+        for i, v in enumerate(vals):
+            cur = got[2][i]
+            if v is not None and (cur is None or (v < cur if i < len(mins) else v > cur)):
+                got[2][i] = v
+    candidates = {k: v for k, v in seen.items() if v[0]}
+    if not candidates:
+        return Rows({c: new.schema[c] for c in jkeys}, [])
+    outs = list(spec.outputs)
+    no = len(outs)
+    # key -> output value -> [summed diff, all at times <= the key's least new time]
+    groups: dict[tuple[Any, ...], dict[tuple[Any, ...], list[Any]]] = {}
+    for row in iter_rows(out_history, [*jkeys, *outs, *tcols, DIFF]):
+        key = row[:nk]
+        cand = candidates.get(key)
+        if cand is None:
+            continue
+        o, t = row[nk:nk + no], row[nk + no:nk + no + width]
+        before = all(a <= b for a, b in zip(t, cand[1], strict=True))
+        g = groups.setdefault(key, {}).setdefault(o, [0, True])
+        g[0] += row[-1]
+        g[1] = g[1] and before
+    index = {name: i for i, name in enumerate(outs)}
+    keep = []
+    for key, by_value in groups.items():
+        live = [(o, g) for o, g in by_value.items() if g[0] != 0 or not g[1]]
+        if len(live) != 1:
+            continue
+        o, (d, before) = live[0]
+        if d != 1 or not before:
+            continue
+        bounds = candidates[key][2]
+        ok = True
+        for i, (name, _) in enumerate(mins + maxs):
+            bound, current = bounds[i], o[index[name]]
+            if bound is None or current is None:
+                ok = False
+            elif i < len(mins):
+                ok = ok and bound >= current
+            else:
+                ok = ok and bound <= current
+        if ok:
+            keep.append(key)
+    return Rows({c: new.schema[c] for c in jkeys}, keep)
+
+
+def time_queries(pending: dict[Time, list[Any]], tt: TimeType,
+                 small_rows: int | None = None) -> Any:
     """``(KEY, keys, __t*)`` rows, one per distinct pending ``(key, time)``."""
     frames = [f for fs in pending.values() for f in fs]
     if sum(f.height for f in frames) <= _limit(small_rows):
-        rows = {(*key, *t) for t, fs in pending.items() for f in fs for key in f.iter_rows()}
+        rows = {(*key, *t) for t, fs in pending.items() for f in fs
+                for key in (f.rows if type(f) is Rows else f.iter_rows())}
         schema = {**frames[0].schema, **{c: pl.Int64 for c in tt.columns()}}
-        return pl.DataFrame(list(rows), schema=schema, orient="row")
+        return Rows(schema, list(rows))
     parts = []
     for t, frames in pending.items():
+        frames = [frame(f) for f in frames]
         keys = pl.concat(frames) if len(frames) > 1 else frames[0]
         parts.append(keys.with_columns(
             [pl.lit(v, dtype=pl.Int64).alias(c) for c, v in zip(tt.columns(), t)]
@@ -178,8 +255,18 @@ def time_queries(pending: dict[Time, list[pl.DataFrame]], tt: TimeType,
     return pl.concat(parts).unique()
 
 
-def reduce_prepare(spec: ReduceSpec, batch: pl.DataFrame, tt: TimeType) -> pl.DataFrame:
+def reduce_prepare(spec: ReduceSpec, batch: Any, tt: TimeType) -> Any:
     """Shape an input batch for the reduce's input arrangement."""
+    if type(batch) is Rows:
+        if spec.kind != "agg_weights":
+            return batch.project([*spec.keys, *spec.values, *tt.columns(), DIFF])
+        g = batch.getter([*spec.keys, *tt.columns(), DIFF])
+        d = batch.index(DIFF)
+        wi = [batch.index(w[4:]) for w in spec.weights]
+        schema = {n: batch.schema[n] for n in [*spec.keys, *tt.columns(), DIFF]}
+        schema.update({w: batch.schema[w[4:]] for w in spec.weights})
+        return Rows(schema, [(*g(r), *[None if r[i] is None else r[i] * r[d] for i in wi])
+                             for r in batch.rows])
     if spec.kind == "agg_weights":
         ws = [(pl.col(w[4:]) * pl.col(DIFF)).alias(w) for w in spec.weights]
         return batch.select([*spec.keys, *tt.columns(), DIFF, *ws])
@@ -195,7 +282,8 @@ def reduce_evaluate(spec: ReduceSpec, queries: pl.DataFrame, history: pl.DataFra
     if (queries.height + history.height + out_history.height <= _limit(small_rows)
             and _rows_path_applies(spec, history)):
         return _evaluate_rows(spec, queries, history, out_history, tt)
-    return _evaluate_columnar(spec, queries, history, out_history, tt)
+    result = _evaluate_columnar(spec, frame(queries), frame(history), frame(out_history), tt)
+    return _hold(result, small_rows)
 
 
 def _evaluate_columnar(spec: ReduceSpec, queries: pl.DataFrame, history: pl.DataFrame,
@@ -245,8 +333,8 @@ def _rows_path_applies(spec: ReduceSpec, history: pl.DataFrame) -> bool:
     return not any(history.schema[c].is_float() for c in cols)
 
 
-def _evaluate_rows(spec: ReduceSpec, queries: pl.DataFrame, history: pl.DataFrame,
-                   out_history: pl.DataFrame, tt: TimeType) -> pl.DataFrame:
+def _evaluate_rows(spec: ReduceSpec, queries: Any, history: Any, out_history: Any,
+                   tt: TimeType) -> Any:
     """:func:`reduce_evaluate` row by row: for each key, its queried times in lexicographic
     order (a linear extension of the partial order), each seeing the corrections emitted at
     the earlier ones; the group functions as :data:`GROUP_FUNCTIONS` compute them."""
@@ -260,18 +348,18 @@ def _evaluate_rows(spec: ReduceSpec, queries: pl.DataFrame, history: pl.DataFram
 
     # key -> [(time, values, diff, weights)]
     inputs: dict[tuple[Any, ...], list[tuple[Any, ...]]] = {}
-    for row in history.select([*jkeys, *tcols, *spec.values, DIFF, *spec.weights]).iter_rows():
+    for row in iter_rows(history, [*jkeys, *tcols, *spec.values, DIFF, *spec.weights]):
         weights = tuple(0 if w is None else w for w in row[nk + width + nv + 1:])  # as sum()
         inputs.setdefault(row[:nk], []).append(
             (row[nk:nk + width], row[nk + width:nk + width + nv], row[nk + width + nv], weights))
     # key -> [(time, outputs, diff)]
     outputs: dict[tuple[Any, ...], list[tuple[Any, ...]]] = {}
     no = len(outs)
-    for row in out_history.select([*jkeys, *tcols, *outs, DIFF]).iter_rows():
+    for row in iter_rows(out_history, [*jkeys, *tcols, *outs, DIFF]):
         outputs.setdefault(row[:nk], []).append(
             (row[nk:nk + width], row[nk + width:nk + width + no], row[-1]))
     asked: dict[tuple[Any, ...], set[tuple[int, ...]]] = {}
-    for row in queries.select([*jkeys, *tcols]).iter_rows():
+    for row in iter_rows(queries, [*jkeys, *tcols]):
         asked.setdefault(row[:nk], set()).add(row[nk:])
 
     group_fn = _ROW_GROUP_FUNCTIONS[spec.kind]
@@ -306,7 +394,9 @@ def _evaluate_rows(spec: ReduceSpec, queries: pl.DataFrame, history: pl.DataFram
     schema.update({n: _out_dtype(spec, n, history) for n in outs})
     schema.update({c: pl.Int64 for c in tcols})
     schema[DIFF] = pl.Int64
-    return pl.DataFrame(emitted, schema=schema, orient="row")
+    if len(emitted) > local_rows.SMALL_ROWS or not rowable(schema):
+        return pl.DataFrame(emitted, schema=schema, orient="row")
+    return Rows(schema, emitted)
 
 
 def _out_dtype(spec: ReduceSpec, name: str, history: pl.DataFrame) -> Any:

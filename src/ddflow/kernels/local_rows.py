@@ -1,0 +1,439 @@
+"""Small batches as Python tuples: the local runtime's data plane for small steps.
+
+A step of an incremental computation usually carries a handful of updates (a single changed
+edge touches a few keys in each operator). A Polars call costs 50-300 µs whatever its size, and
+an update runs dozens of operator steps, each with several calls, so small batches are held as
+:class:`Rows` instead: a list of tuples with the column names and Polars types of the batch it
+stands for. Each kernel of :class:`~ddflow.kernels.local.LocalKernels` has a row version for
+them (in this module), and falls back to Polars (converting) where it has none; a result of at
+most :data:`SMALL_ROWS` rows is held as rows again.
+
+A batch is held as rows only when every column has a type whose Python values compare, hash
+and add exactly as Polars' do (integers, booleans, strings, dates, datetimes): float columns
+always stay columnar, so that sums and NaN handling never depend on the size of a step.
+
+Invariant: ``Rows(schema, rows).to_frame()`` is a batch the columnar kernels accept, and every
+row kernel returns what its columnar twin returns, as a multiset of rows (row order within a
+batch carries no meaning, except that arranged batches are sorted by ``__key``).
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left, bisect_right
+from collections.abc import Iterable, Sequence
+from operator import itemgetter
+from typing import Any, Union
+
+import numpy as np
+import polars as pl
+
+from ddflow.lattice import Time, TimeType
+
+__all__ = ["SMALL_ROWS", "Batch", "Rows", "as_rows", "frame", "rowable"]
+
+#: batches of at most this many rows are held as :class:`Rows` (Python tuples)
+SMALL_ROWS = 256
+#: a lookup in a large columnar batch returns rows when at most this many match
+LOOKUP_ROWS = 2048
+
+DIFF = "__diff"
+KEY = "__key"
+NULL_CODE = -(2**63)
+
+
+def _rowable_dtype(dtype: Any) -> bool:
+    return bool(dtype.is_integer() or dtype == pl.Boolean or dtype == pl.String
+                or dtype == pl.Date or isinstance(dtype, pl.Datetime))
+
+
+_ROWABLE: dict[tuple[tuple[str, Any], ...], bool] = {}
+
+
+def rowable(schema: dict[str, Any]) -> bool:
+    """Can a batch of this schema be held as rows? (No float, nested or exotic column.)"""
+    items = tuple(schema.items())
+    ok = _ROWABLE.get(items)
+    if ok is None:
+        ok = _ROWABLE[items] = all(_rowable_dtype(d) for d in schema.values())
+    return ok
+
+
+class Rows:
+    """A batch of updates as a list of tuples, in the column order of ``schema``."""
+
+    __slots__ = ("_codes", "names", "rows", "schema")
+
+    def __init__(self, schema: dict[str, Any], rows: list[tuple[Any, ...]]) -> None:
+        self.schema = schema
+        self.names: tuple[str, ...] = tuple(schema)
+        self.rows = rows
+        #: the sorted ``__key`` codes of an arranged batch, built on its first lookup
+        self._codes: list[int] | None = None
+
+    @property
+    def height(self) -> int:
+        return len(self.rows)
+
+    @property
+    def columns(self) -> list[str]:
+        return list(self.names)
+
+    def index(self, name: str) -> int:
+        return self.names.index(name)
+
+    def like(self, rows: list[tuple[Any, ...]]) -> Rows:
+        """Other rows of the same schema."""
+        return Rows(self.schema, rows)
+
+    def to_frame(self) -> pl.DataFrame:
+        return pl.DataFrame(self.rows, schema=self.schema, orient="row")
+
+    def getter(self, names: Sequence[str]) -> Any:
+        """A function from a row to the tuple of the named columns."""
+        idx = [self.names.index(n) for n in names]
+        if len(idx) == 1:
+            i = idx[0]
+            return lambda r: (r[i],)
+        return itemgetter(*idx) if idx else (lambda r: ())
+
+    def project(self, names: Sequence[str]) -> Rows:
+        """The named columns, in that order."""
+        if tuple(names) == self.names:
+            return self
+        g = self.getter(names)
+        return Rows({n: self.schema[n] for n in names}, [g(r) for r in self.rows])
+
+    def __repr__(self) -> str:
+        return f"Rows({list(self.names)}, {len(self.rows)} rows)"
+
+
+#: a batch of the local runtime: a Polars frame, or (small) rows
+Batch = Union[pl.DataFrame, "Rows"]
+
+
+def as_rows(frame: pl.DataFrame, limit: int | None = None) -> Batch:
+    """A frame of at most ``limit`` (default :data:`SMALL_ROWS`) rows of a rowable schema as
+    :class:`Rows`; any other frame as it is."""
+    if frame.height > (SMALL_ROWS if limit is None else limit):
+        return frame
+    schema = dict(frame.schema)
+    if not rowable(schema):
+        return frame
+    return Rows(schema, frame.rows())
+
+
+def frame(batch: Batch) -> pl.DataFrame:
+    """The batch as a Polars frame."""
+    return batch.to_frame() if isinstance(batch, Rows) else batch
+
+
+def iter_rows(batch: Rows | pl.DataFrame, names: Sequence[str]) -> Iterable[tuple[Any, ...]]:
+    """The named columns of every row, as tuples, for either representation."""
+    if type(batch) is Rows:
+        g = batch.getter(names)
+        return [g(r) for r in batch.rows]
+    return batch.select(list(names)).iter_rows()  # type: ignore[union-attr]
+
+
+# ---------------------------------------------------------------------- linear kernels
+
+
+def negate(b: Rows) -> Rows:
+    d = b.index(DIFF)
+    return b.like([(*r[:d], -r[d], *r[d + 1:]) for r in b.rows])
+
+
+def consolidate(b: Rows, sums: Sequence[str]) -> Rows:
+    """One row per distinct value of the other columns, with the summed weights; rows whose
+    weights are all zero removed."""
+    names = b.names
+    si = [names.index(s) for s in sums]
+    others = [i for i in range(len(names)) if i not in si]
+    if len(si) == 1 and si[0] == len(names) - 1:  # the common case: one weight, last
+        acc: dict[Any, int] = {}
+        for r in b.rows:
+            k = r[:-1]
+            acc[k] = acc.get(k, 0) + r[-1]
+        return b.like([(*k, w) for k, w in acc.items() if w])
+    key = itemgetter(*others) if len(others) > 1 else (lambda r: (r[others[0]],))
+    sums_of: dict[Any, list[Any]] = {}
+    for r in b.rows:
+        k = key(r)
+        got = sums_of.get(k)
+        if got is None:
+            sums_of[k] = [r[i] for i in si]
+        else:
+            for j, i in enumerate(si):
+                x = r[i]
+                if x is not None:
+                    got[j] = x if got[j] is None else got[j] + x
+    order = others + si
+    place = [order.index(i) for i in range(len(names))]
+    out = []
+    for k, ws in sums_of.items():
+        if any(ws):
+            flat = (*k, *ws)
+            out.append(tuple(flat[p] for p in place))
+    return b.like(out)
+
+
+def enter(b: Rows, outer: TimeType, inner: TimeType) -> Rows:
+    """Times extended by zeros; data columns kept (``__key`` dropped), as the columnar kernel."""
+    data = [n for n in b.names if not n.startswith("__")]
+    tcols = outer.columns()
+    g = b.getter([*data, *tcols])
+    d = b.index(DIFF)
+    zeros = (0,) * (inner.width - outer.width)
+    schema = {n: b.schema[n] for n in data}
+    schema.update({c: pl.Int64 for c in inner.columns()})
+    schema[DIFF] = pl.Int64
+    return Rows(schema, [(*g(r), *zeros, r[d]) for r in b.rows])
+
+
+def leave(b: Rows, inner: TimeType, outer: TimeType) -> Rows:
+    drop = set(inner.columns()[outer.width:])
+    keep = [n for n in b.names if n not in drop]
+    return b.project(keep)
+
+
+def increment(b: Rows, tt: TimeType, limit: int | None) -> Rows:
+    i = b.index(tt.columns()[-1])
+    out = [(*r[:i], r[i] + 1, *r[i + 1:]) for r in b.rows]
+    if limit is not None:
+        out = [r for r in out if r[i] < limit]
+    return b.like(out)
+
+
+def advance(b: Rows, tt: TimeType, frontier: Sequence[Time]) -> Rows:
+    if not frontier or not b.rows:
+        return b
+    tcols = tt.columns()
+    idx = [b.index(c) for c in tcols]
+    lo, hi = idx[0], idx[-1] + 1
+    assert idx == list(range(lo, hi)), "time columns are adjacent"
+    out = []
+    if tt.is_total:
+        f = frontier[0][0]
+        for r in b.rows:
+            out.append(r if r[lo] >= f else (*r[:lo], f, *r[hi:]))
+        return b.like(out)
+    adv = tt.advance_by
+    for r in b.rows:
+        t = r[lo:hi]
+        a = adv(t, frontier)
+        out.append(r if a == t else (*r[:lo], *a, *r[hi:]))
+    return b.like(out)
+
+
+def times_getter(b: Rows, tt: TimeType) -> Any:
+    idx = [b.index(c) for c in tt.columns()]
+    lo, hi = idx[0], idx[-1] + 1
+    return lambda r: r[lo:hi]
+
+
+def split_by_time(b: Rows, tt: TimeType) -> list[tuple[Time, Rows]]:
+    tg = times_getter(b, tt)
+    parts: dict[Time, list[tuple[Any, ...]]] = {}
+    for r in b.rows:
+        t = tg(r)
+        got = parts.get(t)
+        if got is None:
+            parts[t] = [r]
+        else:
+            got.append(r)
+    return [(t, b.like(rs)) for t, rs in sorted(parts.items())]
+
+
+def count_by_time(b: Rows, tt: TimeType) -> list[tuple[Time, int]]:
+    tg = times_getter(b, tt)
+    counts: dict[Time, int] = {}
+    for r in b.rows:
+        t = tg(r)
+        counts[t] = counts.get(t, 0) + 1
+    return list(counts.items())
+
+
+def distinct_times(b: Rows, tt: TimeType) -> list[Time]:
+    tg = times_getter(b, tt)
+    return sorted({tg(r) for r in b.rows})
+
+
+# ---------------------------------------------------------------------- arrangements
+
+
+_MASK = (1 << 64) - 1
+_MULT = 0x9E3779B97F4A7C15
+_SEED = 0x5EED
+_NULL_WORD = 0x6E756C6C  # the word a null integer mixes in
+
+
+def mix_code(values: Iterable[int | None]) -> int:
+    """The key code of a tuple of integers (a multiply-xorshift mix, wrapping at 64 bits),
+    exactly as :func:`mix_codes` computes it for whole columns."""
+    h = _SEED
+    for x in values:
+        h = ((h ^ ((_NULL_WORD if x is None else x) & _MASK)) * _MULT) & _MASK
+        h ^= h >> 29
+    return h - (1 << 64) if h >> 63 else h
+
+
+def mix_codes(columns: Sequence[pl.Series]) -> np.ndarray:
+    """:func:`mix_code` of every row of integer columns, vectorized."""
+    h = np.full(len(columns[0]), _SEED, dtype=np.uint64)
+    mult = np.uint64(_MULT)
+    shift = np.uint64(29)
+    for c in columns:
+        x = c.cast(pl.Int64).fill_null(_NULL_WORD).to_numpy().view(np.uint64)
+        h = (h ^ x) * mult
+        h ^= h >> shift
+    return h.view(np.int64)
+
+
+def integer_keys(schema: dict[str, Any], keys: Sequence[str]) -> bool:
+    return all(schema[k].is_integer() and schema[k] != pl.UInt64 for k in keys)
+
+
+def key_codes(b: Rows, keys: Sequence[str]) -> list[int]:
+    """The ``__key`` code of every row, equal to the columnar kernel's for the same key."""
+    if len(keys) == 1 and b.schema[keys[0]].is_integer():
+        i = b.index(keys[0])
+        return [NULL_CODE if r[i] is None else r[i] for r in b.rows]
+    if not keys:
+        return [0] * len(b.rows)
+    if integer_keys(b.schema, keys):
+        g = b.getter(keys)
+        return [mix_code(g(r)) for r in b.rows]
+    # a row hash: Polars' own, so that codes agree with the columnar batches of the trace
+    part = b.project(keys).to_frame()
+    return part.hash_rows(seed=0x5EED).reinterpret(signed=True).to_list()
+
+
+def arrange(b: Rows, keys: Sequence[str]) -> Rows:
+    """Rows with ``__key`` (last), sorted by it."""
+    if KEY in b.schema:
+        k = b.index(KEY)
+        return b.like(sorted(b.rows, key=itemgetter(k)))
+    codes = key_codes(b, keys)
+    schema = {**b.schema, KEY: pl.Int64}
+    rows = sorted(((*r, c) for r, c in zip(b.rows, codes, strict=True)), key=itemgetter(-1))
+    return Rows(schema, rows)
+
+
+def codes_of(b: Rows) -> list[int]:
+    if b._codes is None:
+        k = b.index(KEY)
+        b._codes = [r[k] for r in b.rows]
+    return b._codes
+
+
+def lookup(b: Rows, codes: Any) -> Rows:
+    """Rows of an arranged batch whose code is among ``codes`` (sorted, unique)."""
+    keys = codes_of(b)
+    out: list[tuple[Any, ...]] = []
+    rows = b.rows
+    for c in codes.tolist() if isinstance(codes, np.ndarray) else codes:
+        lo = bisect_left(keys, c)
+        if lo < len(keys) and keys[lo] == c:
+            out.extend(rows[lo:bisect_right(keys, c, lo)])
+    return b.like(out)
+
+
+def key_set(b: Rows) -> list[int]:
+    k = b.index(KEY)
+    return sorted({r[k] for r in b.rows})
+
+
+class ColumnCache:
+    """NumPy views of the columns of a large arranged frame, so that a lookup of a few keys
+    gathers a few values per column instead of calling Polars (whose gather costs hundreds of
+    microseconds on a large frame whatever the number of rows taken)."""
+
+    __slots__ = ("arrays", "keys", "schema")
+
+    def __init__(self, f: pl.DataFrame) -> None:
+        self.schema = dict(f.schema)
+        self.keys = f.get_column(KEY).to_numpy()
+        self.arrays: list[Any] = []
+        for name in f.columns:
+            s = f.get_column(name)
+            if s.dtype.is_integer() and s.null_count() == 0:
+                self.arrays.append(s.to_numpy())
+            else:
+                self.arrays.append(s)  # gathered per lookup (nulls, strings, dates)
+
+    def take(self, idx: np.ndarray) -> Rows:
+        cols = [a[idx].tolist() if isinstance(a, np.ndarray) else a.gather(idx).to_list()
+                for a in self.arrays]
+        return Rows(self.schema, list(zip(*cols, strict=True)))
+
+
+def lookup_frame(f: pl.DataFrame, codes: Any, limit: int) -> Rows | pl.DataFrame | None:
+    """:func:`lookup` on a large arranged frame; rows when at most ``limit`` match, else
+    ``None`` (the caller gathers with Polars)."""
+    if limit < 0:
+        return None
+    cache: ColumnCache | None = getattr(f, "_dd_columns", None)
+    if cache is None:
+        if not rowable(dict(f.schema)):
+            return None
+        cache = ColumnCache(f)
+        f._dd_columns = cache  # type: ignore[attr-defined]
+    col = cache.keys
+    lo = np.searchsorted(col, codes, side="left")
+    hi = np.searchsorted(col, codes, side="right")
+    counts = hi - lo
+    total = int(counts.sum())
+    if total > limit:
+        return None
+    if total == 0:
+        return Rows(cache.schema, [])
+    nz = counts > 0
+    lo, counts = lo[nz], counts[nz]
+    starts = np.repeat(lo - np.cumsum(np.concatenate(([0], counts[:-1]))), counts)
+    return cache.take(starts + np.arange(total))
+
+
+# ---------------------------------------------------------------------- joins
+
+
+def join(left: Rows, right: Rows, tt: TimeType, left_on: Sequence[str], right_on: Sequence[str],
+         output: Sequence[tuple[str, str, str]]) -> Rows:
+    """Every pair of rows with equal (non-null) keys: the output columns, the lub of the
+    times and the product of the diffs."""
+    lk, rk = left.getter(left_on), right.getter(right_on)
+    index: dict[tuple[Any, ...], list[tuple[Any, ...]]] = {}
+    for r in right.rows:
+        k = rk(r)
+        if None in k:
+            continue  # a null key matches nothing
+        got = index.get(k)
+        if got is None:
+            index[k] = [r]
+        else:
+            got.append(r)
+    lt, rt = times_getter(left, tt), times_getter(right, tt)
+    ld, rd = left.index(DIFF), right.index(DIFF)
+    picks = [(side == "l", (left if side == "l" else right).index(c)) for side, c, _ in output]
+    lub = tt.join
+    total = tt.is_total
+    out: list[tuple[Any, ...]] = []
+    for a in left.rows:
+        matches = index.get(lk(a))
+        if not matches:
+            continue
+        ta, da = lt(a), a[ld]
+        for b in matches:
+            tb = rt(b)
+            t = (ta if ta >= tb else tb) if total else lub(ta, tb)
+            out.append((*[a[i] if is_l else b[i] for is_l, i in picks], *t, da * b[rd]))
+    schema = {name: (left if side == "l" else right).schema[c] for side, c, name in output}
+    schema.update({c: pl.Int64 for c in tt.columns()})
+    schema[DIFF] = pl.Int64
+    return Rows(schema, out)
+
+
+def without_keys(b: Rows, keys: Rows) -> Rows:
+    """Rows of ``b`` whose values in ``keys``' columns are not among ``keys``' rows."""
+    drop = set(keys.rows)
+    g = b.getter(keys.names)
+    return b.like([r for r in b.rows if g(r) not in drop])
