@@ -12,7 +12,9 @@ BENCHMARKS = {
     "cc": "benchmarks.cc",
     "figure1": "benchmarks.figure1",
     "spark_cc": "benchmarks.spark_cc",
+    "pathway_cc": "benchmarks.pathway_cc",
     "small_batches": "benchmarks.small_batches",
+    "spark_reach": "benchmarks.spark_reach",
 }
 
 

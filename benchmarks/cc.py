@@ -22,6 +22,8 @@ from benchmarks.graphs import random_changes, rmat
 
 
 def nx_components(edges: pl.DataFrame) -> dict[int, int]:
+    """NetworkX's components of ``edges(src, dst)``, each node labelled with the least node id
+    of its component."""
     g = nx.Graph()
     g.add_edges_from(edges.iter_rows())
     labels: dict[int, int] = {}
@@ -35,14 +37,8 @@ def measure(n_edges: int, runs: int, batches: list[int], seed: int = 1,
             prioritized: bool = False) -> dict[str, Any]:
     edges = rmat(n_edges, seed)
     n_nodes = int(max(edges["src"].max(), edges["dst"].max())) + 1  # type: ignore[arg-type]
-    flow = dd.Dataflow()
-    inp = flow.input("edges", schema={"src": "int64", "dst": "int64"})
-    out = dd.graph.connected_components(inp, prioritized=prioritized).output()
-    t0 = time.perf_counter()
-    inp.insert_frame(edges)
-    flow.advance_to(1)
-    flow.run()
-    first = time.perf_counter() - t0
+    flow, inp, out = build_cc(prioritized)
+    first = load_edges(flow, inp, edges)
     rss_after_load = peak_rss_mb()
     rng = np.random.default_rng(seed + 7)
     live = edges
@@ -57,9 +53,7 @@ def measure(n_edges: int, runs: int, batches: list[int], seed: int = 1,
         t0 = time.perf_counter()
         expected = nx_components(live)
         base.append(time.perf_counter() - t0)
-    snap = out.snapshot_polars()
-    got = dict(zip(snap["node"].to_list(), snap["label"].to_list()))
-    assert got == expected, "ddflow and NetworkX disagree"
+    assert snapshot_labels(out) == expected, "ddflow and NetworkX disagree"
     rows = {}
     nx_ms = summary(base)
     for b in batches:
@@ -82,14 +76,46 @@ def change_edges(flow: dd.Dataflow, inp: dd.InputCollection, live: pl.DataFrame,
     """Apply ``changes`` random edge changes as one epoch and run it: the seconds it took, and
     the live edges after it."""
     gone, new = random_changes(live, n_nodes, changes, rng)
+    seconds = apply_changes(flow, inp, gone, new)
+    return seconds, pl.concat([_remove_once(live, gone), new])
+
+
+def build_cc(prioritized: bool = False) -> tuple[dd.Dataflow, dd.InputCollection, dd.Output]:
+    """A flow maintaining connected components of an ``edges(src, dst)`` input: the flow, the
+    input and the output of the labels (``node, label``)."""
+    flow = dd.Dataflow()
+    inp = flow.input("edges", schema={"src": "int64", "dst": "int64"})
+    out = dd.graph.connected_components(inp, prioritized=prioritized).output()
+    return flow, inp, out
+
+
+def load_edges(flow: dd.Dataflow, inp: dd.InputCollection, edges: pl.DataFrame) -> float:
+    """Insert the whole graph as the first epoch and run it: seconds to the first complete
+    result."""
+    t0 = time.perf_counter()
+    inp.insert_frame(edges)
+    flow.advance_to(1)
+    flow.run()
+    return time.perf_counter() - t0
+
+
+def apply_changes(flow: dd.Dataflow, inp: dd.InputCollection, gone: pl.DataFrame,
+                  new: pl.DataFrame) -> float:
+    """Remove ``gone`` and insert ``new`` (both ``src, dst``) as one epoch and run it: the
+    seconds it took."""
     t0 = time.perf_counter()
     if gone.height:
         inp.remove_frame(gone)
     inp.insert_frame(new)
     flow.advance_to(flow.epoch + 1)
     flow.run()
-    seconds = time.perf_counter() - t0
-    return seconds, pl.concat([_remove_once(live, gone), new])
+    return time.perf_counter() - t0
+
+
+def snapshot_labels(out: dd.Output) -> dict[int, int]:
+    """The current ``node -> label`` map of a connected-components output."""
+    snap = out.snapshot_polars()
+    return dict(zip(snap["node"].to_list(), snap["label"].to_list(), strict=True))
 
 
 def _remove_once(live: pl.DataFrame, gone: pl.DataFrame) -> pl.DataFrame:

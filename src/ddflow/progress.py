@@ -164,12 +164,18 @@ class ProgressGraph:
 
 
 class Tracker:
-    """Occurrence counts of pointstamps and the frontier they imply at every target."""
+    """Occurrence counts of pointstamps and the frontier they imply at every watched target.
 
-    def __init__(self, graph: ProgressGraph) -> None:
+    ``watched``: the nodes whose input frontiers are read (by default, all). A node that never
+    asks for its frontier (a stateless operator) costs nothing here: no pointstamp change is
+    pushed to its inputs, and it is never reported as changed.
+    """
+
+    def __init__(self, graph: ProgressGraph, watched: set[int] | None = None) -> None:
         self.graph = graph
         self._targets: list[Port] = [
             (n, i) for n in range(len(graph.inputs)) for i in range(len(graph.inputs[n]))
+            if watched is None or n in watched
         ]
         self._target_index = {p: k for k, p in enumerate(self._targets)}
         self._implied = [MutableAntichain(graph.inputs[n][i]) for n, i in self._targets]
@@ -178,8 +184,9 @@ class Tracker:
         for n in range(len(graph.outputs)):
             for j, tt in enumerate(graph.outputs[n]):
                 self._from_source[(n, j)] = self._reach(("s", n, j), tt)
-        for n, i in self._targets:
-            self._from_target[(n, i)] = self._reach(("t", n, i), graph.inputs[n][i])
+        for n in range(len(graph.inputs)):
+            for i, tt in enumerate(graph.inputs[n]):
+                self._from_target[(n, i)] = self._reach(("t", n, i), tt)
         self._pending: list[tuple[list[tuple[int, list[Summary]]], Time, int]] = []
 
     # ----------------------------------------------------------------- reachability
@@ -219,7 +226,7 @@ class Tracker:
                 work.append((loc2, s2))
         out: list[tuple[int, list[Summary]]] = []
         for (kind, n, p), summaries in best.items():
-            if kind == "t":
+            if kind == "t" and (n, p) in self._target_index:
                 out.append((self._target_index[(n, p)], summaries))
         return out
 
@@ -263,10 +270,17 @@ class Tracker:
 
     def frontier(self, node: int, port: int) -> list[Time]:
         """The frontier at an operator input: the minimal times that may still arrive there."""
-        return self._implied[self._target_index[(node, port)]].frontier()
+        index = self._target_index.get((node, port))
+        if index is None:
+            raise RuntimeError(f"the frontier of node {node} is not tracked: the node was "
+                               "declared not to watch its frontier")
+        return self._implied[index].frontier()
 
     def implied(self, node: int, port: int) -> MutableAntichain:
-        return self._implied[self._target_index[(node, port)]]
+        index = self._target_index.get((node, port))
+        if index is None:
+            raise RuntimeError(f"the frontier of node {node} is not tracked")
+        return self._implied[index]
 
     def all_complete(self) -> bool:
         """No pointstamp is left anywhere."""

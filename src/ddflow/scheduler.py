@@ -63,7 +63,8 @@ class Worker:
 
     def start(self) -> None:
         """Freeze the graph and start progress tracking."""
-        self.tracker = Tracker(self.graph)
+        watched = {op.index for op in self.operators if op.watches_frontier}
+        self.tracker = Tracker(self.graph, watched)
         for op in self.operators:
             op.on_start()
         for n in self.tracker.propagate():

@@ -65,6 +65,9 @@ class Operator:
     """
 
     name = "operator"
+    #: whether :meth:`schedule` reads input frontiers: an operator that never does (a stateless
+    #: one) is not activated when they move, and progress tracking skips its inputs
+    watches_frontier = True
 
     def __init__(
         self,

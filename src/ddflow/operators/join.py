@@ -33,6 +33,7 @@ class ArrangeOp(Operator):
     """Maintains an arrangement of its input and forwards the arranged batches."""
 
     name = "arrange"
+    watches_frontier = False
 
     def __init__(self, tt: TimeType, kernels: Any, keys: Sequence[str], empty: Any,
                  prepare: Callable[[Any], Any] | None = None,

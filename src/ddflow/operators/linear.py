@@ -32,6 +32,8 @@ BatchFn = Callable[[Any], Any]
 class Linear(Operator):
     """A stateless operator: one function per input port, applied to every message."""
 
+    watches_frontier = False
+
     def __init__(
         self,
         name: str,
