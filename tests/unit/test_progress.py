@@ -677,3 +677,26 @@ def test_tracker_incremental_updates_on_random_dags(args, data):
         if all(c >= 0 for c in counts.values()):
             positive = [key for key, c in counts.items() if c > 0]
             assert after == all_paths_frontiers(g, positive)
+
+
+@given(dags_with_pointstamps(), st.data())
+@settings(max_examples=80, deadline=None)
+def test_tracker_watching_some_nodes_agrees_on_those(args, data):
+    """A tracker told to watch only some nodes gives those nodes the frontiers the full
+    tracker gives them, reports changes only for them, and refuses the others' frontiers."""
+    g, pointstamps = args
+    nodes = range(len(g.inputs))
+    watched = data.draw(st.sets(st.sampled_from(list(nodes)))) if g.inputs else set()
+    full, some = Tracker(g), Tracker(g, watched)
+    for loc, t, d in pointstamps:
+        apply(full, loc, t, d)
+        apply(some, loc, t, d)
+    changed_full, changed_some = full.propagate(), some.propagate()
+    assert changed_some == changed_full & watched
+    for n in nodes:
+        for i in range(len(g.inputs[n])):
+            if n in watched:
+                assert some.frontier(n, i) == full.frontier(n, i)
+            else:
+                with pytest.raises(RuntimeError, match="not tracked"):
+                    some.frontier(n, i)
