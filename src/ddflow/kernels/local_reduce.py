@@ -296,8 +296,11 @@ def _evaluate_columnar(spec: ReduceSpec, queries: pl.DataFrame, history: pl.Data
     acc = accumulate(history, q_all, tt, jkeys, spec.values, spec.weights)
     desired = GROUP_FUNCTIONS[spec.kind](spec, acc, jkeys, qcols)
     out_history = out_history.select([*jkeys, *outs, *tcols, DIFF])
-    ranked = q_all.sort([KEY, *qcols]).with_columns(pl.int_range(pl.len()).over(KEY).alias("__rank"))
-    rounds = int(ranked.get_column("__rank").max() or 0) + 1  # type: ignore[arg-type]
+    if q_all.get_column(KEY).n_unique() == q_all.height:
+        ranked, rounds = q_all, 1  # one query per key: a single round
+    else:
+        ranked = _ranked(q_all, qcols)
+        rounds = int(ranked.get_column("__rank").max() or 0) + 1  # type: ignore[arg-type]
     group = [*jkeys, *qcols, *outs]
     emitted: list[pl.DataFrame] = []
     for r in range(rounds):
@@ -319,6 +322,17 @@ def _evaluate_columnar(spec: ReduceSpec, queries: pl.DataFrame, history: pl.Data
     if not emitted:
         return out_history.clear()
     return pl.concat(emitted, how="vertical_relaxed")
+
+
+def _ranked(queries: pl.DataFrame, qcols: list[str]) -> pl.DataFrame:
+    """Queries sorted by key and time with ``__rank``, the position of each among its key's
+    queries (a linear extension of the order within the key). Computed from the runs of the
+    sorted keys, not with a window over every key (which costs a group per key)."""
+    q = queries.sort([KEY, *qcols])
+    row = pl.int_range(pl.len(), dtype=pl.Int64)
+    starts = pl.col(KEY) != pl.col(KEY).shift(1)
+    first = pl.when(starts.fill_null(True)).then(row).otherwise(None).forward_fill()
+    return q.with_columns((row - first).alias("__rank"))
 
 
 # ---------------------------------------------------------------------- the row-by-row path
