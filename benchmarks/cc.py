@@ -9,6 +9,7 @@ run. The final labels of both agree (checked).
 
 from __future__ import annotations
 
+import os
 import time
 from typing import Any
 
@@ -130,10 +131,21 @@ def _remove_once(live: pl.DataFrame, gone: pl.DataFrame) -> pl.DataFrame:
 
 
 def run(quick: bool = False) -> dict[str, Any]:
+    """R-MAT sizes: 20k with ``quick``; else 1M, or the comma-separated edge counts of the
+    ``CC_SIZES`` environment variable (e.g. ``CC_SIZES=100000,1000000,10000000``). With several
+    sizes, ``latency_ratio_vs_smallest`` says whether update latency grows with the graph."""
     if quick:
         sizes, runs = [20_000], 3
     else:
-        sizes, runs = [1_000_000], 5
+        sizes = [int(x) for x in os.environ.get("CC_SIZES", "1000000").split(",")]
+        runs = 5
     batches = [1, 10, 100, 1000]
     results = [measure(n, runs, batches) for n in sizes]
-    return {"benchmark": "cc", "machine": machine(), "results": results}
+    out: dict[str, Any] = {"benchmark": "cc", "machine": machine(), "results": results}
+    if len(results) > 1:
+        base = results[0]["updates"]
+        out["latency_ratio_vs_smallest"] = {
+            str(r["edges"]): {b: round(r["updates"][b]["median_ms"] / base[b]["median_ms"], 2)
+                              for b in base}
+            for r in results[1:]}
+    return out
