@@ -15,6 +15,7 @@ BENCHMARKS = {
     "pathway_cc": "benchmarks.pathway_cc",
     "small_batches": "benchmarks.small_batches",
     "spark_reach": "benchmarks.spark_reach",
+    "table2": "benchmarks.table2",
 }
 
 
