@@ -16,6 +16,8 @@ BENCHMARKS = {
     "small_batches": "benchmarks.small_batches",
     "spark_reach": "benchmarks.spark_reach",
     "table2": "benchmarks.table2",
+    "throughput": "benchmarks.throughput",
+    "realdata": "benchmarks.realdata",
 }
 
 
