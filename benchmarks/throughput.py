@@ -139,8 +139,10 @@ def apply_batch(flow: dd.Dataflow, orders: dd.InputCollection, gone: pl.DataFram
 
 
 def sampled_batches(n_batches: int, samples: int) -> set[int]:
-    """Indices of ``samples`` batches spread evenly over the stream, the last one included."""
-    return {int(i) for i in np.linspace(n_batches - 1, 0, samples, endpoint=False).round()}
+    """Indices of ``samples`` distinct batches (at most ``n_batches``) spread evenly over the
+    stream, the last one included."""
+    samples = min(samples, n_batches)
+    return {n_batches - 1 - k * n_batches // samples for k in range(samples)}
 
 
 def time_recompute(stream: Stream, customers: pl.DataFrame,
@@ -167,7 +169,7 @@ def measure(stream: Stream, customers: pl.DataFrame, batch: int,
     flow.advance_to(1)
     flow.run()
     n_batches = -(-stream.length // batch)
-    sampled = sampled_batches(n_batches, min(samples, n_batches))
+    sampled = sampled_batches(n_batches, samples)
     epoch_s: list[float] = []
     polars_s: list[float] = []
     for k in range(n_batches):
@@ -204,7 +206,7 @@ def run(quick: bool = False) -> dict[str, Any]:
         n_updates, n_customers, batches = 1_000_000, 100_000, [1_000, 10_000, 100_000]
     stream = make_stream(n_updates, n_customers, seed=1)
     customers = make_customers(n_customers, seed=2)
-    rows = [measure(stream, customers, b, samples=5) for b in batches]
+    rows = [measure(stream, customers, b, samples=10) for b in batches]
     return {
         "benchmark": "throughput",
         "machine": machine(),
