@@ -126,8 +126,8 @@ class LocalKernels:
 
     def compile(self, expr: Any, schema: Any, name: str | None) -> pl.Expr:
         """A column expression compiled, once, to a Polars expression. A plain column
-        reference also records its source column (``_dd_src``): rows are then projected
-        without Polars."""
+        reference also records ``(source column, output name)`` (``_dd_column``): rows are then
+        projected without Polars."""
         from ddflow.expr import compile_polars
 
         compiled = compile_polars(expr, schema)
@@ -137,14 +137,14 @@ class LocalKernels:
         while source.kind == "alias":
             source = source.args[0]
         if source.kind == "col":
-            compiled._dd_src = source.params[0]  # type: ignore[attr-defined]
+            compiled._dd_column = (source.params[0], compiled.meta.output_name())  # type: ignore[attr-defined]
         return compiled
 
     def select(self, batch: Any, compiled: Sequence[pl.Expr], tt: TimeType) -> Any:
         if type(batch) is Rows:
-            sources = [getattr(c, "_dd_src", None) for c in compiled]
-            if None not in sources:
-                names = [c.meta.output_name() for c in compiled]
+            columns = [getattr(c, "_dd_column", None) for c in compiled]
+            if None not in columns:
+                sources, names = zip(*columns, strict=True)
                 return self._project(batch, sources, names, tt)
             return self._small(self.select(batch.to_frame(), compiled, tt))
         return batch.select([*compiled, *tt.columns(), DIFF])
@@ -160,9 +160,10 @@ class LocalKernels:
     def with_columns(self, batch: Any, compiled: Sequence[pl.Expr], names: Sequence[str],
                      tt: TimeType) -> Any:
         if type(batch) is Rows:
-            sources = {c.meta.output_name(): getattr(c, "_dd_src", None) for c in compiled}
-            if None not in sources.values():
-                return self._project(batch, [sources.get(n, n) for n in names], names, tt)
+            columns = [getattr(c, "_dd_column", None) for c in compiled]
+            if None not in columns:
+                renamed = {name: src for src, name in columns}  # type: ignore[misc]
+                return self._project(batch, [renamed.get(n, n) for n in names], names, tt)
             return self._small(self.with_columns(batch.to_frame(), compiled, names, tt))
         return batch.with_columns(compiled).select([*names, *tt.columns(), DIFF])
 

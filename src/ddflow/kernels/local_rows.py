@@ -372,12 +372,13 @@ def lookup_frame(f: pl.DataFrame, codes: Any, limit: int) -> Rows | pl.DataFrame
     ``None`` (the caller gathers with Polars)."""
     if limit < 0:
         return None
-    cache: ColumnCache | None = getattr(f, "_dd_columns", None)
-    if cache is None:
-        if not rowable(dict(f.schema)):
-            return None
-        cache = ColumnCache(f)
+    cache: ColumnCache | bool | None = getattr(f, "_dd_columns", None)
+    if cache is None:  # first lookup in this frame: views of its columns, or False if none
+        cache = ColumnCache(f) if rowable(dict(f.schema)) else False
         f._dd_columns = cache  # type: ignore[attr-defined]
+    if cache is False:
+        return None
+    assert isinstance(cache, ColumnCache)
     col = cache.keys
     lo = np.searchsorted(col, codes, side="left")
     hi = np.searchsorted(col, codes, side="right")
