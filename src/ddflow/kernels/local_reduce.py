@@ -132,7 +132,9 @@ def minmax_unchanged(spec: ReduceSpec, new: Any, out_history: Any, tt: TimeType,
     A key's new updates are harmless when all are insertions, every output update of the key
     is at a time ``<=`` each new time (so the output at every later time is the output now),
     that output is a single row, and each new value is no smaller than its min (no larger than
-    its max). Then no group needs rebuilding: the returned ``(KEY, keys)`` are skipped.
+    its max). Then no group needs rebuilding: the returned ``(KEY, keys)`` are skipped. (The
+    output must also be settled: the reduce operator keeps a key with a time still to evaluate
+    out of the skip, since a correction there can move its min above a skipped insertion.)
     """
     jkeys = [KEY, *spec.keys]
     tcols = tt.columns()

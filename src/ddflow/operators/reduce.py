@@ -116,6 +116,11 @@ class ReduceOp(Operator):
                 # an insertion above the min (below the max) changes nothing: skip its group
                 keyset = k.key_set(new)
                 skip = k.minmax_unchanged(self.spec, new, self.output.lookup(keyset), self.tt)
+                if self.pending and k.height(skip):
+                    # a key with a time still to evaluate is not settled: an output correction
+                    # there may move its min/max at times after the new ones
+                    waiting = k.concat([b for bs in self.pending.values() for b in bs])
+                    skip = k.without_keys(skip, waiting)
                 self.skipped += k.height(skip)
                 new = k.without_keys(new, skip)
         if msgs and k.height(new):
