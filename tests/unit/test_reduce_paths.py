@@ -124,9 +124,11 @@ def _join_then_min(a, b):
 
 
 def _reach(a, b):
-    """Nodes reachable from ``a``'s ``v`` over ``b``'s edges ``k -> v`` (a loop)."""
+    """Nodes reachable from ``a``'s ``v`` over ``b``'s edges ``k -> v`` (a loop). The edges
+    are made a set first: over edges of negative multiplicity the body is not monotone and
+    the iterates may cycle for ever."""
     roots = a.select(node=dd.col("v")).distinct()
-    edges = b.select(src=dd.col("k"), dst=dd.col("v"))
+    edges = b.distinct().select(src=dd.col("k"), dst=dd.col("v"))
     return roots.iterate(
         lambda r: r.join(edges, left_on="node", right_on="src")
         .select(node=dd.col("dst")).concat(roots).distinct())
