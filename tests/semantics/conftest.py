@@ -24,3 +24,13 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
                                             reason="pyspark is not installed"))
         params.append(pytest.param(r, marks=marks, id=r))
     metafunc.parametrize("runtime", params, scope="session")
+
+
+@pytest.fixture(autouse=True)
+def _packed_sums_at_any_size(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The local kernels sum integer frames of 50k rows or more by packed codes
+    (``kernels.local.grouped_sums``); the suite's frames are small, so here every size takes
+    that path, and the group-by only what cannot be packed (floats, strings, nulls)."""
+    import ddflow.kernels.local as local
+
+    monkeypatch.setattr(local, "PACKED_SUM_ROWS", 1)

@@ -13,6 +13,7 @@ import polars as pl
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import ddflow.kernels.local as L
 from ddflow.expr import col
 from ddflow.kernels.local import DIFF, KEY, LocalKernels
 from ddflow.kernels.local_reduce import minmax_unchanged, reduce_prepare
@@ -194,3 +195,25 @@ def test_columnar_runtime_never_holds_rows() -> None:
     flow.run()
     assert out.snapshot()["label"].tolist() == [1, 1, 1]
     assert seen and Rows not in seen
+
+
+@settings(max_examples=150, deadline=None)
+@given(rows=st.lists(st.tuples(st.integers(-3, 3), st.sampled_from([0, 7, -2**40, 2**40]),
+                               st.integers(0, 2), st.integers(-2, 2)), max_size=40),
+       wide=st.booleans(), unsigned=st.booleans())
+def test_grouped_sums_by_packed_codes_equal_the_group_by(rows, wide, unsigned):
+    """The packed-code sum (large integer frames) against Polars' group-by: negative, wide
+    and unsigned columns, and ranges too wide to pack (which fall back)."""
+    schema = {"a": pl.Int64, "b": pl.Int64, "c": pl.UInt32 if unsigned else pl.Int16,
+              "__diff": pl.Int64}
+    f = pl.DataFrame(rows, schema=schema, orient="row")
+    if wide and f.height:
+        f = f.with_columns(pl.Series("b", [(-1) ** i * (2**61 + i) for i in range(f.height)]))
+    limit, L.PACKED_SUM_ROWS = L.PACKED_SUM_ROWS, 1  # the packed path for any size
+    try:
+        got = L.grouped_sums(f, ["a", "b", "c"], ["__diff"])
+    finally:
+        L.PACKED_SUM_ROWS = limit
+    want = f.group_by(["a", "b", "c"]).agg(pl.col("__diff").sum())
+    assert got.schema == want.schema
+    assert sorted(got.rows()) == sorted(want.rows())

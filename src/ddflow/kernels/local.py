@@ -239,12 +239,7 @@ class LocalKernels:
         if batch.height <= 1:
             return batch.filter(nonzero)
         keys = [c for c in batch.columns if c not in sums]
-        return (
-            batch.group_by(keys)
-            .agg([pl.col(w).sum() for w in sums])
-            .filter(nonzero)
-            .select(batch.columns)
-        )
+        return grouped_sums(batch, keys, sums).filter(nonzero).select(batch.columns)
 
     def enter(self, batch: Batch, outer: TimeType, inner: TimeType,
               priority: pl.Expr | None = None) -> Batch:
@@ -526,19 +521,75 @@ def accumulate(
         schema.update({w: history.schema[w] for w in weights})
         return pl.DataFrame(schema=schema)
     h = history.select([*keys, *values, *tcols, DIFF, *weights])
-    sums = [pl.col(DIFF).sum(), *[pl.col(w).sum() for w in weights]]
     nonzero = pl.col(DIFF) != 0
     for w in weights:
         nonzero = nonzero | (pl.col(w) != 0)
     q = queries.select([*keys, *qcols])
+    summed = [DIFF, *weights]
     if all_before(h, q, tt, tcols, qcols):
         # every history time is <= every query time: consolidate first, then pair with queries
-        acc = h.group_by([*keys, *values]).agg(sums).filter(nonzero)
+        acc = grouped_sums(h, [*keys, *values], summed).filter(nonzero)
         return join_on_key(q, acc, keys).select([*keys, *qcols, *values, DIFF, *weights])
     j = join_on_key(q, h, keys)
     j = j.filter(le_expr(tt, tcols, qcols))
-    out = j.group_by([*keys, *qcols, *values]).agg(sums)
+    out = grouped_sums(j, [*keys, *qcols, *values], summed)
     return out.filter(nonzero)
+
+
+#: frames of at least this many rows are summed by sorting a packed code (:func:`grouped_sums`)
+PACKED_SUM_ROWS = 50_000
+
+
+def grouped_sums(frame: pl.DataFrame, group: Sequence[str], sums: Sequence[str]) -> pl.DataFrame:
+    """``frame.group_by(group).agg(sums summed)``, rows in no particular order.
+
+    A large frame whose group and sum columns are all integers without nulls, and whose group
+    columns' ranges multiply to less than ``2**62``, is summed without hashing: each row's
+    group is packed into one int64 (mixed radix over the columns' ranges), the codes are
+    sorted, and each run of equal codes is summed (NumPy ``add.reduceat``). This is about
+    twice as fast as Polars' hash group-by on the reduce's histories and the trace merges;
+    anything else takes the group-by."""
+    if frame.height >= PACKED_SUM_ROWS and group:
+        code = _pack(frame, group, sums)
+        if code is not None:
+            order = pl.Series(code).arg_sort().to_numpy()
+            ordered = code[order]
+            run = np.empty(len(ordered), dtype=bool)
+            run[0] = True
+            np.not_equal(ordered[1:], ordered[:-1], out=run[1:])
+            starts = np.flatnonzero(run)
+            out = frame.select(group)[order[starts]]
+            return out.with_columns([
+                pl.Series(w, np.add.reduceat(frame.get_column(w).to_numpy()[order], starts),
+                          dtype=frame.schema[w])
+                for w in sums])
+    return frame.group_by(list(group)).agg([pl.col(w).sum() for w in sums])
+
+
+def _pack(frame: pl.DataFrame, group: Sequence[str], sums: Sequence[str]) -> np.ndarray | None:
+    """One int64 per row, equal exactly when the rows' ``group`` values are equal; None when
+    a column is not an integer column without nulls or the ranges do not fit."""
+    schema = frame.schema
+    if not all(schema[c].is_integer() and frame.get_column(c).null_count() == 0
+               for c in (*group, *sums)):
+        return None
+    if any(schema[w] != pl.Int64 for w in sums):
+        return None
+    bounds = frame.select([pl.col(c).min().alias(f"lo{i}") for i, c in enumerate(group)]
+                          + [pl.col(c).max().alias(f"hi{i}") for i, c in enumerate(group)]).row(0)
+    n = len(group)
+    code = np.zeros(frame.height, dtype=np.int64)
+    stride = 1
+    for i in range(n - 1, -1, -1):
+        lo, hi = int(bounds[i]), int(bounds[n + i])
+        span = hi - lo + 1
+        if hi >= 2**63 or stride * span >= 2**62:  # (a uint64 beyond int64 or too wide)
+            return None
+        if span > 1:
+            col = frame.get_column(group[i]).to_numpy().astype(np.int64, copy=False)
+            code += (col - lo) * stride
+        stride *= span
+    return code
 
 
 def join_on_key(left: pl.DataFrame, right: pl.DataFrame, keys: Sequence[str]) -> pl.DataFrame:
