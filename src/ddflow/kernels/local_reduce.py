@@ -540,6 +540,8 @@ def _agg(spec: ReduceSpec, acc: pl.DataFrame, keys: list[str], qcols: list[str])
     summed over every row holding the value, is positive."""
     group = [*keys, *qcols]
     count = pl.col(DIFF).sum()
+    if len(spec.values) == 1:
+        return _agg_one_value(spec, acc, group)
     linear = [count.alias("__count")]
     for name, kind, c in spec.aggs:
         if kind == "count":
@@ -557,6 +559,28 @@ def _agg(spec: ReduceSpec, acc: pl.DataFrame, keys: list[str], qcols: list[str])
             pick = pl.col(c).min() if kind == "min" else pl.col(c).max()
             ext = present.group_by(group).agg(pick.cast(spec.out_types[name]).alias(name))
             out = out.join(ext, on=group, how="left", nulls_equal=True)
+    return out.select([*group, *spec.outputs, _one()])
+
+
+def _agg_one_value(spec: ReduceSpec, acc: pl.DataFrame, group: list[str]) -> pl.DataFrame:
+    """:func:`_agg` when the aggregates read one column: ``acc`` (an accumulation) holds one
+    row per group and value, so a value's multiplicity is its row's and every aggregate comes
+    from one group-by (``min``/``max`` over the rows of positive multiplicity)."""
+    (c,) = spec.values
+    count = pl.col(DIFF).sum()
+    positive = pl.col(c).filter(pl.col(DIFF) > 0)
+    exprs = [count.alias("__count")]
+    for name, kind, _ in spec.aggs:
+        if kind == "count":
+            e = count
+        elif kind == "sum":
+            e = (pl.col(c) * pl.col(DIFF)).sum()
+        elif kind == "mean":
+            e = (pl.col(c) * pl.col(DIFF)).sum() / count
+        else:
+            e = positive.min() if kind == "min" else positive.max()
+        exprs.append(e.cast(spec.out_types[name]).alias(name))
+    out = acc.group_by(group).agg(exprs).filter(pl.col("__count") > 0)
     return out.select([*group, *spec.outputs, _one()])
 
 
