@@ -134,7 +134,33 @@ def _reach(a, b):
         .select(node=dd.col("dst")).concat(roots).distinct())
 
 
-@pytest.mark.parametrize("query", [_min_max, _count_and_distinct, _join_then_min, _reach])
+def _scc(a, b):
+    """Strongly connected components of the edge set of both inputs: loops nested two deep."""
+    return dd.graph.strongly_connected_components(a.concat(b).distinct(), "k", "v")
+
+
+def _cc_prioritized(a, b):
+    """Connected components in a prioritized loop (records enter by priority)."""
+    return dd.graph.connected_components(a.concat(b).distinct(), "k", "v", prioritized=True)
+
+
+def _labels_from_a_over_b(a, b):
+    """Min-label propagation whose initial labels come from ``a`` (node ``k``, label ``v``)
+    and whose edges come from ``b``: a reduce inside a loop fed by both inputs, then a
+    ``reduce(fn)`` over its result."""
+    init = a.distinct().select(node=dd.col("k"), label=dd.col("v"))
+    edges = b.distinct().select(src=dd.col("k"), dst=dd.col("v"))
+    labels = init.iterate(
+        lambda x: x.join(edges, left_on="node", right_on="src")
+        .select(node=dd.col("dst"), label=dd.col("label"))
+        .concat(init).group_by("node").agg(label=dd.min("label")))
+    return labels.group_by("label").reduce(
+        lambda key, group: [(len(group), sum(m for _, m in group))],
+        schema={"nodes": "int64", "total": "int64"})
+
+
+@pytest.mark.parametrize("query", [_min_max, _count_and_distinct, _join_then_min, _reach,
+                                   _scc, _cc_prioritized, _labels_from_a_over_b])
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(epochs=st.lists(st.tuples(st.lists(_update, max_size=4), st.lists(_update, max_size=4)),
                        min_size=1, max_size=6),
