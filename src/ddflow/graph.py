@@ -148,7 +148,10 @@ def connected_components(edges: Collection, src: str = "src", dst: str = "dst", 
     [2, 2, 2, 2, 2]
     """
     e = _edge_set(edges, src, dst)
-    symmetric = e.concat(e.select(src=col("dst"), dst=col("src"))).distinct()
+    # both directions of each edge; an edge present both ways (or a self-loop) appears twice,
+    # which only doubles the multiplicity of the labels it sends: the minimum is the same, and
+    # no distinct (two more arrangements of every edge) is needed
+    symmetric = e.concat(e.select(src=col("dst"), dst=col("src")))
     labels = _node_set(e).with_columns(label=col("node"))
     priority = None
     if prioritized:
