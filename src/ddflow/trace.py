@@ -32,7 +32,7 @@ __all__ = ["Spine", "TraceHandle"]
 
 class BatchKernels(Protocol):
     def merge(self, batches: Sequence[Any], tt: TimeType, since: Sequence[Time],
-              sums: Sequence[str]) -> Any: ...
+              sums: Sequence[str], keys: Sequence[str]) -> Any: ...
     def lookup(self, batch: Any, codes: Any) -> Any: ...
     def concat(self, batches: Sequence[Any]) -> Any: ...
     def height(self, batch: Any) -> int: ...
@@ -88,7 +88,7 @@ class Spine:
     def _merge_last_two(self) -> None:
         b, a = self.batches.pop(), self.batches.pop()
         sb, sa = self.sizes.pop(), self.sizes.pop()
-        merged = self.kernels.merge([a, b], self.time_type, self.since, self.sums)
+        merged = self.kernels.merge([a, b], self.time_type, self.since, self.sums, self.keys)
         self.merged_records += sa + sb
         h = self.kernels.height(merged)
         if h:
@@ -99,7 +99,8 @@ class Spine:
         """Merge every batch into one, advancing all times to ``since``."""
         if not self.batches:
             return
-        merged = self.kernels.merge(self.batches, self.time_type, self.since, self.sums)
+        merged = self.kernels.merge(self.batches, self.time_type, self.since, self.sums,
+                                    self.keys)
         self.merged_records += sum(self.sizes)
         h = self.kernels.height(merged)
         self.batches, self.sizes = ([merged], [h]) if h else ([], [])

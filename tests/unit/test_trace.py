@@ -98,3 +98,35 @@ def test_a_trace_of_a_sliding_window_stays_bounded():
         h.set_since([(epoch, 0)])
         sizes.append(len(s))
     assert max(sizes[100:]) <= 4 * window
+
+
+def _buffer(frame: pl.DataFrame, column: str) -> int:
+    return frame.get_column(column).to_arrow().buffers()[1].address
+
+
+def test_an_integer_key_column_is_its_own_code_in_memory():
+    """A trace keyed by one Int64 column holds the key code as that column (one buffer), after
+    arranging and after a merge that consolidates and advances; lookups still find every row."""
+    rng = np.random.default_rng(3)
+    big = LocalKernels(small_rows=0)
+    rows = pl.DataFrame({"k": rng.integers(0, 500, 4000), "v": rng.integers(0, 9, 4000),
+                         "__t0": rng.integers(0, 3, 4000), "__t1": rng.integers(0, 3, 4000),
+                         "__diff": rng.choice([1, -1], 4000)})
+    a = big.arrange(rows.head(2500), ["k"])
+    b = big.arrange(rows.tail(1500), ["k"])
+    for arranged in (a, b):
+        assert _buffer(arranged, "__key") == _buffer(arranged, "k")
+    merged = big.merge([a, b], TT, [(1, 0)], keys=["k"])
+    assert _buffer(merged, "__key") == _buffer(merged, "k")
+    assert merged.get_column("__key").is_sorted()
+    codes = np.array([7, 123, 499])
+    found = as_frame(big.lookup(merged, codes))
+    advanced = big.advance(rows, TT, [(1, 0)])
+    expected = (advanced.filter(pl.col("k").is_in(codes.tolist()))
+                .group_by(["k", "v", "__t0", "__t1"]).agg(pl.col("__diff").sum())
+                .filter(pl.col("__diff") != 0))
+    key_cols = ["k", "v", "__t0", "__t1", "__diff"]
+    assert sorted(found.select(key_cols).rows()) == sorted(expected.select(key_cols).rows())
+    # a key that is not one Int64 column keeps a separate code column
+    two = big.arrange(rows.head(100), ["k", "v"])
+    assert _buffer(two, "__key") != _buffer(two, "k")

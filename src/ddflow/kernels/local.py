@@ -238,7 +238,8 @@ class LocalKernels:
             nonzero = nonzero | (pl.col(w) != 0)
         if batch.height <= 1:
             return batch.filter(nonzero)
-        keys = [c for c in batch.columns if c not in sums]
+        # the key code first: a packed sum then leaves an arranged batch sorted by it
+        keys = sorted((c for c in batch.columns if c not in sums), key=lambda c: c != KEY)
         return grouped_sums(batch, keys, sums).filter(nonzero).select(batch.columns)
 
     def enter(self, batch: Batch, outer: TimeType, inner: TimeType,
@@ -353,10 +354,10 @@ class LocalKernels:
             return R.arrange(batch, keys)
         if KEY not in batch.columns:
             batch = batch.with_columns(self.key_codes(batch, keys))
-        return batch.sort(KEY)
+        return share_key(batch.sort(KEY), keys)
 
     def merge(self, batches: Sequence[Batch], tt: TimeType, since: Sequence[Time],
-              sums: Sequence[str] = (DIFF,)) -> Batch:
+              sums: Sequence[str] = (DIFF,), keys: Sequence[str] = ()) -> Batch:
         """Merge arranged batches, advancing times to ``since`` and consolidating."""
         if (all(type(b) is Rows for b in batches)
                 and sum(b.height for b in batches) <= self.small_rows):
@@ -364,7 +365,7 @@ class LocalKernels:
             return R.arrange(R.consolidate(R.advance(merged, tt, since), sums), ())
         merged = self.concat([frame(b) for b in batches])
         merged = self.advance(merged, tt, since)
-        return self._small(self.consolidate(merged, sums).sort(KEY))
+        return self._small(share_key(sorted_by_key(self.consolidate(merged, sums)), keys))
 
     def lookup(self, batch: Any, codes: Any) -> Any:
         """Rows of an arranged batch whose key code is in ``codes`` (sorted, unique): rows
@@ -541,7 +542,8 @@ PACKED_SUM_ROWS = 50_000
 
 
 def grouped_sums(frame: pl.DataFrame, group: Sequence[str], sums: Sequence[str]) -> pl.DataFrame:
-    """``frame.group_by(group).agg(sums summed)``, rows in no particular order.
+    """``frame.group_by(group).agg(sums summed)``, rows in no particular order (but sorted
+    by ``group``, first column most significant, when packed).
 
     A large frame whose group and sum columns are all integers without nulls, and whose group
     columns' ranges multiply to less than ``2**62``, is summed without hashing: each row's
@@ -590,6 +592,26 @@ def _pack(frame: pl.DataFrame, group: Sequence[str], sums: Sequence[str]) -> np.
             code += (col - lo) * stride
         stride *= span
     return code
+
+
+def share_key(batch: pl.DataFrame, keys: Sequence[str]) -> pl.DataFrame:
+    """An arranged batch whose key code is its one ``Int64`` key column (no nulls) holds the
+    code as that column itself (one buffer, not two equal copies): a trace keyed by a node id
+    takes a column less memory."""
+    if len(keys) == 1 and batch.schema[keys[0]] == pl.Int64 and batch.width > 1:
+        column = batch.get_column(keys[0])
+        if column.null_count() == 0:
+            return batch.with_columns(column.alias(KEY).set_sorted())
+    return batch
+
+
+def sorted_by_key(batch: pl.DataFrame) -> pl.DataFrame:
+    """``batch`` sorted by its key code: as it is when a packed sum left it so (checked, one
+    pass), else sorted."""
+    key = batch.get_column(KEY)
+    if key.is_sorted():
+        return batch.with_columns(key.set_sorted())
+    return batch.sort(KEY)
 
 
 def join_on_key(left: pl.DataFrame, right: pl.DataFrame, keys: Sequence[str]) -> pl.DataFrame:

@@ -680,7 +680,7 @@ class SparkKernels:
         return self._persist(out)
 
     def merge(self, batches: Sequence[DataFrame], tt: TimeType, since: Sequence[Time],
-              sums: Sequence[str] = (DIFF,)) -> DataFrame:
+              sums: Sequence[str] = (DIFF,), keys: Sequence[str] = ()) -> DataFrame:
         """Merge arranged batches, advancing times to ``since`` and consolidating.
 
         A merge of few, small batches is deferred: the result is their union with the times
@@ -688,7 +688,8 @@ class SparkKernels:
         the exact number of rows it holds), and needs no Spark job. Once a merge would hold
         ``merge_parts`` deferred parts or ``merge_rows`` rows, it is done: consolidated,
         partitioned by key, materialized (checkpointed every ``checkpoint_every`` merges, so
-        lineage stays short), and the batches it replaced are unpersisted.
+        lineage stays short), and the batches it replaced are unpersisted. (``keys``, the
+        trace's key columns, is not needed here: the code column is always its own.)
         """
         parts: list[DataFrame] = []
         for b in batches:
