@@ -233,14 +233,11 @@ class LocalKernels:
         columns); rows whose sums are all zero removed."""
         if type(batch) is Rows:
             return R.consolidate(batch, sums)
-        nonzero = pl.col(sums[0]) != 0
-        for w in sums[1:]:
-            nonzero = nonzero | (pl.col(w) != 0)
         if batch.height <= 1:
-            return batch.filter(nonzero)
+            return batch.filter(pl.any_horizontal([pl.col(w) != 0 for w in sums]))
         # the key code first: a packed sum then leaves an arranged batch sorted by it
         keys = sorted((c for c in batch.columns if c not in sums), key=lambda c: c != KEY)
-        return grouped_sums(batch, keys, sums).filter(nonzero).select(batch.columns)
+        return grouped_sums(batch, keys, sums, drop_zero=True).select(batch.columns)
 
     def enter(self, batch: Batch, outer: TimeType, inner: TimeType,
               priority: pl.Expr | None = None) -> Batch:
@@ -522,28 +519,26 @@ def accumulate(
         schema.update({w: history.schema[w] for w in weights})
         return pl.DataFrame(schema=schema)
     h = history.select([*keys, *values, *tcols, DIFF, *weights])
-    nonzero = pl.col(DIFF) != 0
-    for w in weights:
-        nonzero = nonzero | (pl.col(w) != 0)
     q = queries.select([*keys, *qcols])
     summed = [DIFF, *weights]
     if all_before(h, q, tt, tcols, qcols):
         # every history time is <= every query time: consolidate first, then pair with queries
-        acc = grouped_sums(h, [*keys, *values], summed).filter(nonzero)
+        acc = grouped_sums(h, [*keys, *values], summed, drop_zero=True)
         return join_on_key(q, acc, keys).select([*keys, *qcols, *values, DIFF, *weights])
     j = join_on_key(q, h, keys)
     j = j.filter(le_expr(tt, tcols, qcols))
-    out = grouped_sums(j, [*keys, *qcols, *values], summed)
-    return out.filter(nonzero)
+    return grouped_sums(j, [*keys, *qcols, *values], summed, drop_zero=True)
 
 
 #: frames of at least this many rows are summed by sorting a packed code (:func:`grouped_sums`)
 PACKED_SUM_ROWS = 50_000
 
 
-def grouped_sums(frame: pl.DataFrame, group: Sequence[str], sums: Sequence[str]) -> pl.DataFrame:
+def grouped_sums(frame: pl.DataFrame, group: Sequence[str], sums: Sequence[str],
+                 drop_zero: bool = False) -> pl.DataFrame:
     """``frame.group_by(group).agg(sums summed)``, rows in no particular order (but sorted
-    by ``group``, first column most significant, when packed).
+    by ``group``, first column most significant, when packed); with ``drop_zero``, without
+    the groups whose sums are all zero.
 
     A large frame whose group and sum columns are all integers without nulls, and whose group
     columns' ranges multiply to less than ``2**62``, is summed without hashing: each row's
@@ -560,12 +555,20 @@ def grouped_sums(frame: pl.DataFrame, group: Sequence[str], sums: Sequence[str])
             run[0] = True
             np.not_equal(ordered[1:], ordered[:-1], out=run[1:])
             starts = np.flatnonzero(run)
+            totals = [np.add.reduceat(frame.get_column(w).to_numpy()[order], starts)
+                      for w in sums]
+            if drop_zero:  # before gathering the groups' rows, not by a filter after
+                keep = totals[0] != 0
+                for t in totals[1:]:
+                    keep |= t != 0
+                starts, totals = starts[keep], [t[keep] for t in totals]
             out = frame.select(group)[order[starts]]
-            return out.with_columns([
-                pl.Series(w, np.add.reduceat(frame.get_column(w).to_numpy()[order], starts),
-                          dtype=frame.schema[w])
-                for w in sums])
-    return frame.group_by(list(group)).agg([pl.col(w).sum() for w in sums])
+            return out.with_columns([pl.Series(w, t, dtype=frame.schema[w])
+                                     for w, t in zip(sums, totals, strict=True)])
+    out = frame.group_by(list(group)).agg([pl.col(w).sum() for w in sums])
+    if drop_zero:
+        return out.filter(pl.any_horizontal([pl.col(w) != 0 for w in sums]))
+    return out
 
 
 def _pack(frame: pl.DataFrame, group: Sequence[str], sums: Sequence[str]) -> np.ndarray | None:
