@@ -27,10 +27,14 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 
 @pytest.fixture(autouse=True)
-def _packed_sums_at_any_size(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The local kernels sum integer frames of 50k rows or more by packed codes
-    (``kernels.local.grouped_sums``); the suite's frames are small, so here every size takes
-    that path, and the group-by only what cannot be packed (floats, strings, nulls)."""
+def _large_data_paths_at_any_size(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Paths the local kernels take only on large data, taken here at every size: integer
+    frames of 50k rows or more are summed by packed codes (``kernels.local.grouped_sums``;
+    here the group-by sums only what cannot be packed: floats, strings, nulls), and a reduce
+    evaluation over more than 2M history rows goes in slices of keys
+    (``kernels.local_reduce.EVALUATE_SLICE_ROWS``; here more than 16)."""
     import ddflow.kernels.local as local
+    import ddflow.kernels.local_reduce as local_reduce
 
     monkeypatch.setattr(local, "PACKED_SUM_ROWS", 1)
+    monkeypatch.setattr(local_reduce, "EVALUATE_SLICE_ROWS", 16)

@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from polars.testing import assert_frame_equal
 
+from ddflow.kernels import local_reduce
 from ddflow.kernels.local import DIFF, KEY, LocalKernels
 from ddflow.kernels.local_rows import frame as as_frame
 from ddflow.kernels.local_reduce import (
@@ -109,6 +110,13 @@ def test_row_path_equals_columnar_path(case):
     rows = as_frame(reduce_evaluate(spec, queries, history, out_history, tt, small_rows=10**9))
     columnar = as_frame(reduce_evaluate(spec, queries, history, out_history, tt, small_rows=-1))
     assert_frame_equal(consolidated(rows), consolidated(columnar), check_exact=True)
+    # the columnar path in slices of keys, as for a large history
+    limit, local_reduce.EVALUATE_SLICE_ROWS = local_reduce.EVALUATE_SLICE_ROWS, 3
+    try:
+        sliced = as_frame(reduce_evaluate(spec, queries, history, out_history, tt, small_rows=-1))
+    finally:
+        local_reduce.EVALUATE_SLICE_ROWS = limit
+    assert_frame_equal(consolidated(sliced), consolidated(columnar), check_exact=True)
 
 
 def test_float_columns_take_the_columnar_path():

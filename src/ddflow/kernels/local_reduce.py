@@ -11,9 +11,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import polars as pl
 
 from ddflow.kernels import local_rows
@@ -284,8 +285,38 @@ def reduce_evaluate(spec: ReduceSpec, queries: pl.DataFrame, history: pl.DataFra
     if (queries.height + history.height + out_history.height <= _limit(small_rows)
             and _rows_path_applies(spec, history)):
         return _evaluate_rows(spec, queries, history, out_history, tt)
-    result = _evaluate_columnar(spec, frame(queries), frame(history), frame(out_history), tt)
+    queries, history, out_history = frame(queries), frame(history), frame(out_history)
+    if history.height <= EVALUATE_SLICE_ROWS or queries.height == 0:
+        return _hold(_evaluate_columnar(spec, queries, history, out_history, tt), small_rows)
+    parts = [_evaluate_columnar(spec, q, h, o, tt)
+             for q, h, o in _key_slices(queries, history, out_history)]
+    result = pl.concat([p for p in parts if p.height] or parts[:1], how="vertical_relaxed")
     return _hold(result, small_rows)
+
+
+#: an evaluation reading more input history than this many rows is done in slices of keys
+#: of about this much history each: the same result (keys are independent), with the
+#: intermediate frames (the history paired with the queries, then summed) of one slice alive
+#: at a time, not of all keys at once (the first epoch of a large graph queries every key)
+EVALUATE_SLICE_ROWS = 2_000_000
+
+
+def _key_slices(queries: pl.DataFrame, history: pl.DataFrame, out_history: pl.DataFrame
+                ) -> Iterator[tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]]:
+    """The three frames cut into ranges of key code holding about
+    :data:`EVALUATE_SLICE_ROWS` history rows each, one range at a time."""
+    codes = history.get_column(KEY).to_numpy()
+    n = -(-len(codes) // EVALUATE_SLICE_ROWS)
+    bounds = np.unique(np.quantile(codes, np.arange(1, n) / n, method="lower"))
+
+    def slice_ids(frame: pl.DataFrame) -> np.ndarray:
+        return np.searchsorted(bounds, frame.get_column(KEY).to_numpy(), side="right")
+
+    ids = [slice_ids(f) for f in (queries, history, out_history)]
+    for i in range(len(bounds) + 1):
+        q = queries.filter(pl.Series(ids[0] == i))
+        if q.height:
+            yield q, history.filter(pl.Series(ids[1] == i)), out_history.filter(pl.Series(ids[2] == i))
 
 
 def _evaluate_columnar(spec: ReduceSpec, queries: pl.DataFrame, history: pl.DataFrame,
