@@ -234,7 +234,7 @@ class LocalKernels:
         if type(batch) is Rows:
             return R.consolidate(batch, sums)
         if batch.height <= 1:
-            return batch.filter(pl.any_horizontal([pl.col(w) != 0 for w in sums]))
+            return batch.filter(_any_nonzero(sums))
         # the key code first: a packed sum then leaves an arranged batch sorted by it
         keys = sorted((c for c in batch.columns if c not in sums), key=lambda c: c != KEY)
         return grouped_sums(batch, keys, sums, drop_zero=True).select(batch.columns)
@@ -566,9 +566,11 @@ def grouped_sums(frame: pl.DataFrame, group: Sequence[str], sums: Sequence[str],
             return out.with_columns([pl.Series(w, t, dtype=frame.schema[w])
                                      for w, t in zip(sums, totals, strict=True)])
     out = frame.group_by(list(group)).agg([pl.col(w).sum() for w in sums])
-    if drop_zero:
-        return out.filter(pl.any_horizontal([pl.col(w) != 0 for w in sums]))
-    return out
+    return out.filter(_any_nonzero(sums)) if drop_zero else out
+
+
+def _any_nonzero(sums: Sequence[str]) -> pl.Expr:
+    return pl.any_horizontal([pl.col(w) != 0 for w in sums])
 
 
 def _pack(frame: pl.DataFrame, group: Sequence[str], sums: Sequence[str]) -> np.ndarray | None:
@@ -601,7 +603,7 @@ def share_key(batch: pl.DataFrame, keys: Sequence[str]) -> pl.DataFrame:
     """An arranged batch whose key code is its one ``Int64`` key column (no nulls) holds the
     code as that column itself (one buffer, not two equal copies): a trace keyed by a node id
     takes a column less memory."""
-    if len(keys) == 1 and batch.schema[keys[0]] == pl.Int64 and batch.width > 1:
+    if len(keys) == 1 and batch.schema[keys[0]] == pl.Int64:
         column = batch.get_column(keys[0])
         if column.null_count() == 0:
             return batch.with_columns(column.alias(KEY).set_sorted())

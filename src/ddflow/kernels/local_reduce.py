@@ -316,7 +316,8 @@ def _key_slices(queries: pl.DataFrame, history: pl.DataFrame, out_history: pl.Da
     for i in range(len(bounds) + 1):
         q = queries.filter(pl.Series(ids[0] == i))
         if q.height:
-            yield q, history.filter(pl.Series(ids[1] == i)), out_history.filter(pl.Series(ids[2] == i))
+            yield (q, history.filter(pl.Series(ids[1] == i)),
+                   out_history.filter(pl.Series(ids[2] == i)))
 
 
 def _evaluate_columnar(spec: ReduceSpec, queries: pl.DataFrame, history: pl.DataFrame,
@@ -570,18 +571,12 @@ def _agg(spec: ReduceSpec, acc: pl.DataFrame, keys: list[str], qcols: list[str])
     and ``max`` of a column range over that column's values whose multiplicity in the group,
     summed over every row holding the value, is positive."""
     group = [*keys, *qcols]
-    count = pl.col(DIFF).sum()
     if len(spec.values) == 1:
         return _agg_one_value(spec, acc, group)
-    linear = [count.alias("__count")]
+    linear = [pl.col(DIFF).sum().alias("__count")]
     for name, kind, c in spec.aggs:
-        if kind == "count":
-            linear.append(count.cast(spec.out_types[name]).alias(name))
-        elif kind == "sum":
-            linear.append((pl.col(c) * pl.col(DIFF)).sum().cast(spec.out_types[name]).alias(name))
-        elif kind == "mean":
-            e = (pl.col(c) * pl.col(DIFF)).sum() / count
-            linear.append(e.cast(spec.out_types[name]).alias(name))
+        if kind in ("count", "sum", "mean"):
+            linear.append(_linear(kind, c).cast(spec.out_types[name]).alias(name))
     out = acc.group_by(group).agg(linear).filter(pl.col("__count") > 0)
     for name, kind, c in spec.aggs:
         if kind in ("min", "max"):
@@ -593,23 +588,28 @@ def _agg(spec: ReduceSpec, acc: pl.DataFrame, keys: list[str], qcols: list[str])
     return out.select([*group, *spec.outputs, _one()])
 
 
+def _linear(kind: str, c: str | None) -> pl.Expr:
+    """A ``count``, ``sum`` or ``mean`` over accumulated rows (each row's value times its
+    multiplicity)."""
+    count = pl.col(DIFF).sum()
+    if kind == "count":
+        return count
+    total = (pl.col(c) * pl.col(DIFF)).sum()
+    return total if kind == "sum" else total / count
+
+
 def _agg_one_value(spec: ReduceSpec, acc: pl.DataFrame, group: list[str]) -> pl.DataFrame:
     """:func:`_agg` when the aggregates read one column: ``acc`` (an accumulation) holds one
     row per group and value, so a value's multiplicity is its row's and every aggregate comes
     from one group-by (``min``/``max`` over the rows of positive multiplicity)."""
     (c,) = spec.values
-    count = pl.col(DIFF).sum()
     positive = pl.col(c).filter(pl.col(DIFF) > 0)
-    exprs = [count.alias("__count")]
+    exprs = [pl.col(DIFF).sum().alias("__count")]
     for name, kind, _ in spec.aggs:
-        if kind == "count":
-            e = count
-        elif kind == "sum":
-            e = (pl.col(c) * pl.col(DIFF)).sum()
-        elif kind == "mean":
-            e = (pl.col(c) * pl.col(DIFF)).sum() / count
-        else:
+        if kind in ("min", "max"):
             e = positive.min() if kind == "min" else positive.max()
+        else:
+            e = _linear(kind, c)
         exprs.append(e.cast(spec.out_types[name]).alias(name))
     out = acc.group_by(group).agg(exprs).filter(pl.col("__count") > 0)
     return out.select([*group, *spec.outputs, _one()])
