@@ -10,6 +10,7 @@ session. Both results are checked equal.
 
 from __future__ import annotations
 
+import os
 import time
 from typing import Any
 
@@ -47,7 +48,9 @@ def run(quick: bool = False) -> dict[str, Any]:
     from ddflow.kernels.spark import SparkRuntime, local_session
 
     n_edges = 20_000 if quick else 1_000_000
-    spark = local_session("ddflow-bench", partitions=8, driver_memory="8g")
+    # one key partition per core of local[2]: a step's cost is mostly per task
+    partitions = int(os.environ.get("SPARK_CC_PARTITIONS", "2"))
+    spark = local_session("ddflow-bench", partitions=partitions, driver_memory="8g")
     edges = rmat(n_edges, seed=3)
     n_nodes = int(max(edges["src"].max(), edges["dst"].max())) + 1  # type: ignore[arg-type]
     flow = dd.Dataflow(runtime=SparkRuntime(spark))
@@ -78,6 +81,7 @@ def run(quick: bool = False) -> dict[str, Any]:
         "benchmark": "spark_cc",
         "machine": machine(),
         "edges": n_edges,
+        "partitions": partitions,
         "changed_edges": gone.height + new.height,
         "ddflow_spark_first_result_s": round(first, 2),
         "ddflow_spark_update": summary([update]),

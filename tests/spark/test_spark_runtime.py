@@ -267,6 +267,18 @@ def test_spark_dataframe_inputs_stay_on_spark(spark):
                     (3, 2, 14, 1, 1)]
 
 
+def test_the_runtime_sets_its_session_settings(spark):
+    """A runtime turns Spark's runtime bloom filters off on its session: every trace lookup
+    would otherwise get a subquery job and a 1 MiB filter shipped with each task."""
+    from ddflow.kernels.spark import SESSION_SETTINGS
+
+    key = "spark.sql.optimizer.runtime.bloomFilter.enabled"
+    assert SESSION_SETTINGS[key] == "false"
+    spark.conf.set(key, "true")
+    dd.SparkRuntime(spark)
+    assert spark.conf.get(key) == "false"
+
+
 # ---------------------------------------------------------------------- null keys
 
 
