@@ -60,9 +60,12 @@ def _rename(df: DataFrame, mapping: dict[str, str]) -> DataFrame:
 
 def join_on(left: DataFrame, right: DataFrame, on: Sequence[str], how: str = "inner") -> DataFrame:
     """Join on equal ``on`` columns, nulls equal to nulls (as grouping treats them); the ``on``
-    columns appear once, from ``left``. With the key code among them, only the code is an
-    equi-join key (the rest is a condition on matched pairs), so that sides partitioned by
-    the code join where they are, without an exchange."""
+    columns appear once, from ``left``. With the key code among them, the code leads the
+    condition. Spark 4 still makes each null-safe equality a join key (it simplifies
+    ``coalesce(a <=> b, false)`` to ``a <=> b``), so both sides are shuffled on every key
+    column. A form it leaves alone (``coalesce(a = b, a is null and b is null)``) removes
+    those exchanges, but then one stage holds so many hash joins that a task runs out of
+    execution memory (connected components on a 1 GB driver)."""
     on = list(on)
     renamed = right.select(
         [F.col(c).alias(f"__j_{c}") if c in on else F.col(c) for c in right.columns]
