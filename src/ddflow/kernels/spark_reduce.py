@@ -61,9 +61,9 @@ def _rename(df: DataFrame, mapping: dict[str, str]) -> DataFrame:
 def join_on(left: DataFrame, right: DataFrame, on: Sequence[str], how: str = "inner") -> DataFrame:
     """Join on equal ``on`` columns, nulls equal to nulls (as grouping treats them); the ``on``
     columns appear once, from ``left``. With the key code among them, the code leads the
-    condition. Spark 4 still makes each null-safe equality a join key (it simplifies
-    ``coalesce(a <=> b, false)`` to ``a <=> b``), so both sides are shuffled on every key
-    column. A form it leaves alone (``coalesce(a = b, a is null and b is null)``) removes
+    condition. Spark makes each null-safe equality ``a <=> b`` a join key too (also when
+    wrapped in ``coalesce(..., false)``, which it simplifies away), so both sides are
+    shuffled on every key column. A form it leaves alone (``coalesce(a = b, a is null and b is null)``) removes
     those exchanges, but then one stage holds so many hash joins that a task runs out of
     execution memory (connected components on a 1 GB driver)."""
     on = list(on)
@@ -74,7 +74,7 @@ def join_on(left: DataFrame, right: DataFrame, on: Sequence[str], how: str = "in
         cond = F.col(KEY) == F.col(f"__j_{KEY}")
         for c in on:
             if c != KEY:
-                cond = cond & F.coalesce(F.col(c).eqNullSafe(F.col(f"__j_{c}")), F.lit(False))
+                cond = cond & F.col(c).eqNullSafe(F.col(f"__j_{c}"))
         renamed = renamed.hint("shuffle_hash")
     else:
         cond = functools.reduce(
