@@ -11,6 +11,7 @@ session. Both results are checked equal.
 from __future__ import annotations
 
 import os
+import sys
 import time
 from typing import Any
 
@@ -44,6 +45,25 @@ def spark_components(spark: Any, edges: pl.DataFrame) -> tuple[Any, int]:
             return labels, rounds
 
 
+def report_progress(flow: dd.Dataflow, every_s: float = 30.0) -> dict[str, Any]:
+    """Print the operator steps run so far to stderr every ``every_s`` seconds (a large run
+    takes many minutes); the returned dict's ``phase`` names what is being measured."""
+    state: dict[str, Any] = {"phase": "first result", "steps": 0, "t0": time.perf_counter()}
+    last = [state["t0"]]
+
+    def on_step(op: Any) -> None:
+        state["steps"] += 1
+        now = time.perf_counter()
+        if now - last[0] >= every_s:
+            last[0] = now
+            print(f"spark_cc: {state['phase']}: {state['steps']} operator steps, "
+                  f"{now - state['t0']:.0f} s (last: {op.name})", file=sys.stderr, flush=True)
+
+    flow._ensure_built()
+    flow.worker.on_step = on_step
+    return state
+
+
 def run(quick: bool = False) -> dict[str, Any]:
     from ddflow.kernels.spark import SparkRuntime, local_session
 
@@ -56,11 +76,14 @@ def run(quick: bool = False) -> dict[str, Any]:
     flow = dd.Dataflow(runtime=SparkRuntime(spark))
     inp = flow.input("edges", schema={"src": "int64", "dst": "int64"})
     out = dd.graph.connected_components(inp).output()
+    state = report_progress(flow)
     t0 = time.perf_counter()
     inp.insert_frame(edges)
     flow.advance_to(1)
     flow.run()
     first = time.perf_counter() - t0
+    first_steps = state["steps"]
+    state.update(phase="update", steps=0, t0=time.perf_counter())
     gone, new = random_changes(edges, n_nodes, max(2, n_edges // 1000), np.random.default_rng(5))
     t0 = time.perf_counter()
     inp.remove_frame(gone)
@@ -68,6 +91,7 @@ def run(quick: bool = False) -> dict[str, Any]:
     flow.advance_to(2)
     flow.run()
     update = time.perf_counter() - t0
+    update_steps = state["steps"]
     from benchmarks.cc import _remove_once
 
     changed = pl.concat([_remove_once(edges, gone), new])
@@ -76,7 +100,7 @@ def run(quick: bool = False) -> dict[str, Any]:
     expected = dict(labels.toPandas().itertuples(index=False, name=None))
     recompute = time.perf_counter() - t0
     snap = out.snapshot_polars()
-    assert dict(zip(snap["node"].to_list(), snap["label"].to_list())) == expected
+    assert dict(zip(snap["node"].to_list(), snap["label"].to_list(), strict=True)) == expected
     return {
         "benchmark": "spark_cc",
         "machine": machine(),
@@ -84,6 +108,7 @@ def run(quick: bool = False) -> dict[str, Any]:
         "partitions": partitions,
         "changed_edges": gone.height + new.height,
         "ddflow_spark_first_result_s": round(first, 2),
+        "ddflow_spark_steps": {"first_result": first_steps, "update": update_steps},
         "ddflow_spark_update": summary([update]),
         "spark_dataframes_recompute": {**summary([recompute]), "rounds": rounds},
         "speedup_update_vs_recompute": round(recompute / update, 2),
