@@ -206,13 +206,15 @@ class SparkRuntime:
 
     Most of a step's cost is per Spark task, so ``partitions`` near the number of cores is
     fastest until partitions grow large (connected components of 2k edges in ``local[2]``:
-    first result 91 s with 2 partitions, 121 s with 4, 158 s with 8).
+    first result 91 s with 2 partitions, 121 s with 4, 158 s with 8). Deferring few merges
+    keeps the plans of trace lookups small: with 20k edges, first result and update took
+    about 110 s each with ``merge_parts`` 1 or 2, against 122 s and 141 s with 8.
     """
 
     name = "spark"
 
     def __init__(self, spark: SparkSession, partitions: int | None = None,
-                 checkpoint_every: int = 1, merge_parts: int = 8,
+                 checkpoint_every: int = 1, merge_parts: int = 2,
                  merge_rows: int = 100_000) -> None:
         if partitions is None:
             partitions = int(spark.conf.get("spark.sql.shuffle.partitions") or 4)
@@ -253,7 +255,7 @@ class SparkKernels:
     name = "spark"
 
     def __init__(self, spark: SparkSession, partitions: int, checkpoint_every: int = 1,
-                 merge_parts: int = 8, merge_rows: int = 100_000) -> None:
+                 merge_parts: int = 2, merge_rows: int = 100_000) -> None:
         self.spark = spark
         self.partitions = partitions
         self.checkpoint_every = checkpoint_every
