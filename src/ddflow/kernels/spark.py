@@ -16,11 +16,12 @@ and are the same as the local runtime's; only these kernels differ. Invariants:
   delta meets its trace slice in a join on the code; all of them are partitioned by the code
   into the same partitions, so these joins run where the data is: the trace is never
   reshuffled, and nothing is broadcast (a broadcast costs a Spark job of its own);
-* a merge of a few small batches of a trace is deferred (their union, with times advanced:
-  the same accumulations, no job); a real merge consolidates, partitions by the code and
-  checkpoints (``localCheckpoint``) every ``checkpoint_every`` merges, so the lineage of a
-  long-lived trace stays short however many epochs and iterations it has seen, and
-  unpersists the batches it replaced;
+* with ``merge_parts`` above 2, a merge of a few small batches of a trace is deferred (their
+  union, with times advanced: the same accumulations, no job; by default every merge is
+  done, which keeps the plans of lookups small); a real merge consolidates, partitions by
+  the code and checkpoints (``localCheckpoint``) every ``checkpoint_every`` merges, so the
+  lineage of a long-lived trace stays short however many epochs and iterations it has seen,
+  and unpersists the batches it replaced;
 * only small facts reach the driver: counts, emptiness and the distinct times of a batch.
   What a kernel learns about a DataFrame is remembered with it (a weak map), so the same
   question is never asked twice, and most are answered from what an earlier step counted;
@@ -206,9 +207,10 @@ class SparkRuntime:
 
     Most of a step's cost is per Spark task, so ``partitions`` near the number of cores is
     fastest until partitions grow large (connected components of 2k edges in ``local[2]``:
-    first result 91 s with 2 partitions, 121 s with 4, 158 s with 8). Deferring few merges
-    keeps the plans of trace lookups small: with 20k edges, first result and update took
-    about 110 s each with ``merge_parts`` 1 or 2, against 122 s and 141 s with 8.
+    first result 91 s with 2 partitions, 121 s with 4, 158 s with 8). Deferred merges make
+    the plans of trace lookups larger: with 20k edges, first result and update took about
+    110 s each with ``merge_parts`` 1 or 2 (no merge deferred), against 122 s and 141 s
+    with 8.
     """
 
     name = "spark"
