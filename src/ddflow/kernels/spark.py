@@ -177,6 +177,11 @@ def local_session(app: str = "ddflow", partitions: int = 4,
     )
 
 
+#: the default of ``merge_parts``: every merge of a trace is done (none deferred)
+MERGE_PARTS = 2
+#: the default of ``merge_rows``
+MERGE_ROWS = 100_000
+
 #: SQL settings a ``SparkRuntime`` sets on its session: they change query plans, never results.
 SESSION_SETTINGS = {
     # Runtime bloom filters: Spark adds one to a join whose other side is a cached scan it
@@ -216,8 +221,8 @@ class SparkRuntime:
     name = "spark"
 
     def __init__(self, spark: SparkSession, partitions: int | None = None,
-                 checkpoint_every: int = 1, merge_parts: int = 2,
-                 merge_rows: int = 100_000) -> None:
+                 checkpoint_every: int = 1, merge_parts: int = MERGE_PARTS,
+                 merge_rows: int = MERGE_ROWS) -> None:
         if partitions is None:
             partitions = int(spark.conf.get("spark.sql.shuffle.partitions") or 4)
         if min(partitions, checkpoint_every, merge_parts) < 1:
@@ -257,7 +262,7 @@ class SparkKernels:
     name = "spark"
 
     def __init__(self, spark: SparkSession, partitions: int, checkpoint_every: int = 1,
-                 merge_parts: int = 2, merge_rows: int = 100_000) -> None:
+                 merge_parts: int = MERGE_PARTS, merge_rows: int = MERGE_ROWS) -> None:
         self.spark = spark
         self.partitions = partitions
         self.checkpoint_every = checkpoint_every

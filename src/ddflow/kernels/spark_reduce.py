@@ -63,9 +63,10 @@ def join_on(left: DataFrame, right: DataFrame, on: Sequence[str], how: str = "in
     columns appear once, from ``left``. With the key code among them, the code leads the
     condition. Spark makes each null-safe equality ``a <=> b`` a join key too (also when
     wrapped in ``coalesce(..., false)``, which it simplifies away), so both sides are
-    shuffled on every key column. A form it leaves alone (``coalesce(a = b, a is null and b is null)``) removes
-    those exchanges, but then one stage holds so many hash joins that a task runs out of
-    execution memory (connected components on a 1 GB driver)."""
+    shuffled on every key column. A form it leaves alone
+    (``coalesce(a = b, a is null and b is null)``) removes those exchanges, but then one
+    stage holds so many hash joins that a task runs out of execution memory (connected
+    components on a 1 GB driver)."""
     on = list(on)
     renamed = right.select(
         [F.col(c).alias(f"__j_{c}") if c in on else F.col(c) for c in right.columns]
