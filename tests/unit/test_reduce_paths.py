@@ -70,6 +70,41 @@ def test_min_inside_a_loop_skips_proposals_above_the_label():
     assert any(op.skipped for op in reduces(flow))
 
 
+@pytest.mark.parametrize("rows", [256, 0], ids=["rows", "columnar"])
+def test_min_max_skip_takes_retractions_strictly_inside_the_bounds(rows):
+    """A value moving between two values above the min and below the max (a neighbour's
+    label changing, in label propagation) cannot change the output: skipped. Retracting the
+    min itself, or more than is inserted at a time (the count could reach zero, as it does
+    here for a record that was never inserted), is evaluated. Each epoch against the
+    reference."""
+    flow = dd.Dataflow(dd.LocalRuntime(small_batch_rows=rows))
+    xs = flow.input("xs", schema={"k": "int64", "v": "int64?"})
+    out = xs.group_by("k").agg(lo=dd.min("v"), hi=dd.max("v")).output()
+    live: Counter = Counter()
+    seen = 0
+    steps = [
+        ([(1, 1, 1), (1, 5, 1), (1, 9, 1), (2, 3, 1), (2, 9, 1)], False),
+        ([(1, 5, -1), (1, 6, 1)], True),   # 5 -> 6, inside [1, 9]
+        ([(1, 6, -1), (1, 7, 1), (1, None, 1), (1, None, -1)], True),
+        ([(1, 1, -1), (1, 4, 1)], False),  # the min itself leaves: min 4
+        ([(1, 9, -1), (1, 8, 1)], False),  # the max itself leaves: max 8
+        ([(2, 5, -2)], False),             # never inserted: count 0, the group goes
+        ([(2, 5, 2)], False),
+    ]
+    for epoch, (updates, skipped) in enumerate(steps):
+        xs.update(updates)
+        for k, v, d in updates:
+            live[(k, v)] += d
+        flow.advance_to(epoch + 1)
+        flow.run()
+        assert frame_to_counter(out.snapshot()) == reference(flow, {"xs": live})[out], epoch
+        (op,) = reduces(flow)
+        assert (op.skipped > seen) == skipped, epoch
+        seen = op.skipped
+    assert frame_to_counter(out.snapshot(epoch=5)) == Counter({(1, 4, 8): 1})
+    assert frame_to_counter(out.snapshot(epoch=6)) == Counter({(1, 4, 8): 1, (2, 3, 9): 1})
+
+
 def test_reference_select_of_only_literals_keeps_every_record():
     """Regression: the reference evaluated ``select(one=lit(1))`` to a single row."""
     flow = dd.Dataflow()

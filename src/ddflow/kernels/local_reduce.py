@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from itertools import pairwise
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -25,6 +26,7 @@ from ddflow.kernels.local import (
     accumulate,
     all_before,
     join_exprs,
+    le_expr,
     time_columns,
 )
 from ddflow.kernels.local_rows import Rows, as_rows, frame, iter_rows, rowable
@@ -64,32 +66,58 @@ def interesting_times(new: pl.DataFrame, history: pl.DataFrame, tt: TimeType,
     fresh = new.select(cols).unique()
     ecols = [f"__e{i}" for i in range(tt.width)]
     rename = dict(zip(tcols, ecols))
-    closed = fresh
-    delta = fresh
-    if all_before(history, fresh, tt, tcols, tcols):
-        closed = fresh  # no time of the key's history can lift a new time: the closure is N
-    elif tt.is_total:
-        # lub(n, e) = max(n, e): the closure adds exactly the key's later times
-        later = history.select(cols).unique().rename(rename).join(
-            fresh.group_by(jkeys).agg(pl.col(tcols[0]).min()), on=jkeys, nulls_equal=True
-        ).filter(pl.col(ecols[0]) > pl.col(tcols[0])).select([*jkeys, pl.col(ecols[0]).alias(tcols[0])])
-        closed = pl.concat([fresh, later]).unique()
+    lifted = not all_before(history, fresh, tt, tcols, tcols)  # can history lift a new time?
+    if tt.is_total or (not lifted and fresh.get_column(KEY).n_unique() == fresh.height):
+        # a chain of new times per key: the closure adds the key's later times (lub(n, e) =
+        # max(n, e)), if any
+        closed = fresh
+        if lifted:
+            later = history.select(cols).unique().rename(rename).join(
+                fresh.group_by(jkeys).agg(pl.col(tcols[0]).min()), on=jkeys, nulls_equal=True
+            ).filter(pl.col(ecols[0]) > pl.col(tcols[0])).select(
+                [*jkeys, pl.col(ecols[0]).alias(tcols[0])])
+            closed = pl.concat([fresh, later]).unique()
     else:
-        others = pl.concat([history.select(cols), fresh]).unique().rename(rename)
+        # U: each new time lifted by every time of its key (the new ones included). A lub of
+        # a subset holding a new time n is the lub of n lifted by each member, so the closure
+        # is U closed under lubs; where a key's U is a chain, it already is
+        others = pl.concat([history.select(cols), fresh]) if lifted else fresh
+        others = others.unique().rename(rename)
+        closed = (fresh.join(others, on=jkeys, how="inner", nulls_equal=True)
+                  .select([*jkeys, *join_exprs(tt, tcols, ecols, tcols)]).unique())
+        delta = _not_chains(closed, tt, jkeys)
         while delta.height:
             lubs = (
-                delta.join(others, on=jkeys, how="inner", nulls_equal=True)
+                delta.join(closed.rename(rename), on=jkeys, how="inner", nulls_equal=True)
                 .select([*jkeys, *join_exprs(tt, tcols, ecols, tcols)])
                 .unique()
             )
             delta = lubs.join(closed, on=cols, how="anti", nulls_equal=True)
             if delta.height:
                 closed = pl.concat([closed, delta])
-                others = pl.concat([others, delta.rename(rename)])
     if closed.height == 0:
         return []
     parts = closed.partition_by(tcols, as_dict=True, include_key=False)
     return [(tuple(int(x) for x in t), f) for t, f in parts.items()]  # type: ignore[union-attr]
+
+
+def _not_chains(times: pl.DataFrame, tt: TimeType, jkeys: list[str]) -> pl.DataFrame:
+    """The rows of ``times`` (``jkeys, __t*``) of the keys whose times are not a chain (not
+    totally ordered): sorted lexicographically (a linear extension of the order), a key's
+    times are a chain exactly when each is ``<=`` the next."""
+    tcols = tt.columns()
+    prev = [f"__p{i}" for i in range(tt.width)]
+    ordered = times.sort([*jkeys, *tcols])
+    same = pl.all_horizontal([pl.col(k).eq_missing(pl.col(k).shift(1)) for k in jkeys])
+    broken = (
+        ordered.with_columns([pl.col(c).shift(1).alias(p) for c, p in zip(tcols, prev, strict=True)])
+        .filter(same & ~le_expr(tt, prev, tcols))
+        .select(jkeys)
+        .unique()
+    )
+    if broken.height == 0:
+        return times.clear()
+    return times.join(broken, on=jkeys, how="semi", nulls_equal=True)
 
 
 def _interesting_times_rows(new: Any, history: Any, tt: TimeType,
@@ -106,20 +134,21 @@ def _interesting_times_rows(new: Any, history: Any, tt: TimeType,
         for row in iter_rows(history, [*jkeys, *tcols]):
             if row[:nk] in fresh:
                 others.setdefault(row[:nk], set()).add(row[nk:])
-    lub = tt.join
+    lub, le = tt.join, tt.less_equal
     by_time: dict[Time, list[tuple[Any, ...]]] = {}
     for key, times in fresh.items():
-        closed = set(times)
-        known = others.get(key, set()) | closed
-        todo = list(closed)
-        while todo:
-            t = todo.pop()
-            for e in list(known):
-                u = lub(t, e)
-                if u not in closed:
-                    closed.add(u)
-                    known.add(u)
-                    todo.append(u)
+        known = others.get(key, set()) | times
+        closed = {lub(n, e) for n in times for e in known}  # U, as the columnar path
+        ordered = sorted(closed)
+        if not all(le(a, b) for a, b in pairwise(ordered)):
+            todo = list(closed)
+            while todo:
+                t = todo.pop()
+                for e in list(closed):
+                    u = lub(t, e)
+                    if u not in closed:
+                        closed.add(u)
+                        todo.append(u)
         for t in closed:
             by_time.setdefault(t, []).append(key)
     schema = {c: new.schema[c] for c in jkeys}
@@ -130,12 +159,25 @@ def minmax_unchanged(spec: ReduceSpec, new: Any, out_history: Any, tt: TimeType,
                      small_rows: int | None = None) -> Any:
     """New updates of a min/max-only aggregate that cannot change its output.
 
-    A key's new updates are harmless when all are insertions, every output update of the key
-    is at a time ``<=`` each new time (so the output at every later time is the output now),
-    that output is a single row, and each new value is no smaller than its min (no larger than
-    its max). Then no group needs rebuilding: the returned ``(KEY, keys)`` are skipped. (The
-    output must also be settled: the reduce operator keeps a key with a time still to evaluate
-    out of the skip, since a correction there can move its min above a skipped insertion.)
+    Let ``n`` be the least time of a key's new updates (coordinate-wise). They are harmless
+    when, at every time after ``n``, the key's output is one row whose min keeps a positive
+    multiplicity and gains no smaller value (its max no larger one) and whose count stays
+    positive. That holds when:
+
+    * the output accumulated at ``n`` is a single row of multiplicity 1, with no null min or
+      max;
+    * each later output time replaces rows (its diffs sum to zero), and the rows it adds have
+      no null min or max; the min (max) at any time after ``n`` is then at most (at least)
+      the bound ``b``: the largest min (smallest max) of those rows and of the row at ``n``;
+    * the new diffs sum to zero or more at each time (the count stays positive);
+    * each inserted value is ``>= b`` (``<=`` for a max), each retracted one ``> b``
+      (``<``); nulls change no min or max and count only in the sums.
+
+    A neighbour's label moving between two values above a node's label, in label
+    propagation, is such a change. The returned ``(KEY, keys)`` are skipped: no group is
+    rebuilt. (The output must also be settled: the reduce operator keeps a key with a time
+    still to evaluate out of the skip, since a correction there can move its min above a
+    skipped insertion.)
     """
     jkeys = [KEY, *spec.keys]
     tcols = tt.columns()
@@ -144,96 +186,145 @@ def minmax_unchanged(spec: ReduceSpec, new: Any, out_history: Any, tt: TimeType,
     if new.height + out_history.height <= _limit(small_rows):
         return _minmax_unchanged_rows(spec, new, out_history, tt)
     new, out_history = frame(new), frame(out_history)
-    mins = [(name, c) for name, kind, c in spec.aggs if kind == "min"]
-    maxs = [(name, c) for name, kind, c in spec.aggs if kind == "max"]
+    mins = [(name, c) for name, kind, c in spec.aggs if kind == "min" and c is not None]
+    maxs = [(name, c) for name, kind, c in spec.aggs if kind == "max" and c is not None]
+    ins, ret = pl.col(DIFF) > 0, pl.col(DIFF) < 0
     g = new.group_by(jkeys).agg(
-        (pl.col(DIFF) > 0).all().alias("__pos"),
         *[pl.col(t).min().alias(f"__m{i}") for i, t in enumerate(tcols)],
-        *[pl.col(c).min().alias(f"__lo_{name}") for name, c in mins],
-        *[pl.col(c).max().alias(f"__hi_{name}") for name, c in maxs],
-    ).filter(pl.col("__pos"))
+        *[pl.col(c).filter(ins).min().alias(f"__lo_{name}") for name, c in mins],
+        *[pl.col(c).filter(ret).min().alias(f"__rlo_{name}") for name, c in mins],
+        *[pl.col(c).filter(ins).max().alias(f"__hi_{name}") for name, c in maxs],
+        *[pl.col(c).filter(ret).max().alias(f"__rhi_{name}") for name, c in maxs],
+    )
+    negative = (new.group_by([*jkeys, *tcols]).agg(pl.col(DIFF).sum())
+                .filter(pl.col(DIFF) < 0).select(jkeys))
+    g = g.join(negative, on=jkeys, how="anti", nulls_equal=True)
     if g.height == 0:
         return new.select(jkeys).clear()
     outs = list(spec.outputs)
+    names = [name for name, _ in mins + maxs]
     o = out_history.join(g.select([*jkeys, *[f"__m{i}" for i in range(tt.width)]]), on=jkeys,
                           nulls_equal=True)
     before = pl.all_horizontal([pl.col(t) <= pl.col(f"__m{i}") for i, t in enumerate(tcols)])
-    o = o.group_by([*jkeys, *outs]).agg(pl.col(DIFF).sum(), before.all().alias("__before"))
-    o = o.filter((pl.col(DIFF) != 0) | ~pl.col("__before"))
-    single = o.group_by(jkeys).agg(
-        pl.len().alias("__rows"),
-        (pl.col(DIFF).first() == 1).alias("__one"),
-        pl.col("__before").all(),
-        *[pl.col(name).first() for name, _ in mins + maxs],
-    ).filter((pl.col("__rows") == 1) & pl.col("__one") & pl.col("__before"))
-    ok = single.join(g, on=jkeys, nulls_equal=True)
+    o = o.with_columns(before.alias("__before"))
+    # the output at the least new time: a single row of multiplicity 1
+    at = (
+        o.filter(pl.col("__before")).group_by([*jkeys, *outs]).agg(pl.col(DIFF).sum())
+        .filter(pl.col(DIFF) != 0)
+        .group_by(jkeys).agg(pl.len().alias("__rows"), (pl.col(DIFF).first() == 1).alias("__one"),
+                             *[pl.col(name).first() for name in names])
+        .filter((pl.col("__rows") == 1) & pl.col("__one"))
+    )
+    # later output updates: at each time they replace rows (diffs summing to zero), and the
+    # rows they add bound the min (max) at the times after
+    later = o.filter(~pl.col("__before"))
+    unsettled = (later.group_by([*jkeys, *tcols]).agg(pl.col(DIFF).sum())
+                 .filter(pl.col(DIFF) != 0).select(jkeys))
+    added = later.filter(pl.col(DIFF) > 0).group_by(jkeys).agg(
+        *[pl.col(name).max().alias(f"__b_{name}") for name, _ in mins],
+        *[pl.col(name).min().alias(f"__b_{name}") for name, _ in maxs],
+        *[pl.col(name).null_count().alias(f"__n_{name}") for name in names],
+    )
+    ok = (at.join(unsettled, on=jkeys, how="anti", nulls_equal=True)
+          .join(added, on=jkeys, how="left", nulls_equal=True)
+          .join(g, on=jkeys, nulls_equal=True))
     cond = pl.lit(True)
+    for name in names:
+        now, n = pl.col(name), pl.col(f"__n_{name}")
+        cond = cond & now.is_not_null() & (n.is_null() | (n == 0))
     for name, _ in mins:
-        cond = cond & (pl.col(f"__lo_{name}") >= pl.col(name))
+        bound = pl.max_horizontal(pl.col(name), pl.col(f"__b_{name}"))
+        lo, rlo = pl.col(f"__lo_{name}"), pl.col(f"__rlo_{name}")
+        cond = cond & (lo.is_null() | (lo >= bound)) & (rlo.is_null() | (rlo > bound))
     for name, _ in maxs:
-        cond = cond & (pl.col(f"__hi_{name}") <= pl.col(name))
+        bound = pl.min_horizontal(pl.col(name), pl.col(f"__b_{name}"))
+        hi, rhi = pl.col(f"__hi_{name}"), pl.col(f"__rhi_{name}")
+        cond = cond & (hi.is_null() | (hi <= bound)) & (rhi.is_null() | (rhi < bound))
     return _hold(ok.filter(cond).select(jkeys), small_rows)
 
 
 def _minmax_unchanged_rows(spec: ReduceSpec, new: Any, out_history: Any, tt: TimeType) -> Rows:
     """:func:`minmax_unchanged` row by row (the same conditions, nulls as the columnar path
-    treats them: a null bound or output never qualifies)."""
+    treats them)."""
     jkeys = [KEY, *spec.keys]
     tcols = tt.columns()
     nk, width = len(jkeys), tt.width
-    mins = [(name, c) for name, kind, c in spec.aggs if kind == "min"]
-    maxs = [(name, c) for name, kind, c in spec.aggs if kind == "max"]
+    mins = [(name, c) for name, kind, c in spec.aggs if kind == "min" and c is not None]
+    maxs = [(name, c) for name, kind, c in spec.aggs if kind == "max" and c is not None]
     cols = [c for _, c in mins + maxs]
-    # key -> [all insertions, least time per coordinate, lows of min columns, highs of max ones]
+    nmin = len(mins)
+
+    def widen(bounds: list[Any], vals: tuple[Any, ...]) -> None:
+        """The least value of each min column, the greatest of each max column."""
+        for i, v in enumerate(vals):
+            cur = bounds[i]
+            if v is not None and (cur is None or (v < cur if i < nmin else v > cur)):
+                bounds[i] = v
+
+    def widen_up(bounds: list[Any], vals: tuple[Any, ...]) -> None:
+        """The greatest value of each min column, the least of each max column."""
+        for i, v in enumerate(vals):
+            cur = bounds[i]
+            if v is not None and (cur is None or (v > cur if i < nmin else v < cur)):
+                bounds[i] = v
+
+    # key -> [diff sum per time, least time per coordinate, bounds of the inserted values,
+    # bounds of the retracted values]
     seen: dict[tuple[Any, ...], list[Any]] = {}
     for row in iter_rows(new, [*jkeys, *tcols, DIFF, *cols]):
         key, t, d, vals = row[:nk], row[nk:nk + width], row[nk + width], row[nk + width + 1:]
         got = seen.get(key)
         if got is None:
-            seen[key] = [d > 0, list(t), list(vals)]
-            continue
-        got[0] = got[0] and d > 0
+            got = seen[key] = [{}, list(t), [None] * len(cols), [None] * len(cols)]
+        got[0][t] = got[0].get(t, 0) + d
         got[1] = [min(a, b) for a, b in zip(got[1], t, strict=True)]
-        for i, v in enumerate(vals):
-            cur = got[2][i]
-            if v is not None and (cur is None or (v < cur if i < len(mins) else v > cur)):
-                got[2][i] = v
-    candidates = {k: v for k, v in seen.items() if v[0]}
+        if d > 0:
+            widen(got[2], vals)
+        elif d < 0:
+            widen(got[3], vals)
+    candidates = {k: v for k, v in seen.items() if all(s >= 0 for s in v[0].values())}
     if not candidates:
         return Rows({c: new.schema[c] for c in jkeys}, [])
     outs = list(spec.outputs)
     no = len(outs)
-    # key -> output value -> [summed diff, all at times <= the key's least new time]
-    groups: dict[tuple[Any, ...], dict[tuple[Any, ...], list[Any]]] = {}
+    index = [outs.index(name) for name, _ in mins + maxs]
+    # key -> [output at the least new time (row -> diff), later diffs per time, bounds of the
+    # rows added later (as the inserted values'), a null among them]
+    groups: dict[tuple[Any, ...], list[Any]] = {}
     for row in iter_rows(out_history, [*jkeys, *outs, *tcols, DIFF]):
         key = row[:nk]
         cand = candidates.get(key)
         if cand is None:
             continue
-        o, t = row[nk:nk + no], row[nk + no:nk + no + width]
-        before = all(a <= b for a, b in zip(t, cand[1], strict=True))
-        g = groups.setdefault(key, {}).setdefault(o, [0, True])
-        g[0] += row[-1]
-        g[1] = g[1] and before
-    index = {name: i for i, name in enumerate(outs)}
+        o, t, d = row[nk:nk + no], row[nk + no:nk + no + width], row[-1]
+        g = groups.get(key)
+        if g is None:
+            g = groups[key] = [{}, {}, [None] * len(cols), False]
+        if all(a <= b for a, b in zip(t, cand[1], strict=True)):
+            g[0][o] = g[0].get(o, 0) + d
+        else:
+            g[1][t] = g[1].get(t, 0) + d
+            if d > 0:
+                vals = tuple(o[i] for i in index)
+                g[3] = g[3] or None in vals
+                widen_up(g[2], vals)
     keep = []
-    for key, by_value in groups.items():
-        live = [(o, g) for o, g in by_value.items() if g[0] != 0 or not g[1]]
-        if len(live) != 1:
+    for key, (at, later, added, null) in groups.items():
+        live = [(o, d) for o, d in at.items() if d]
+        if len(live) != 1 or live[0][1] != 1 or null or any(later.values()):
             continue
-        o, (d, before) = live[0]
-        if d != 1 or not before:
+        now = [live[0][0][i] for i in index]
+        if None in now:
             continue
-        bounds = candidates[key][2]
+        inserted, retracted = candidates[key][2], candidates[key][3]
         ok = True
-        for i, (name, _) in enumerate(mins + maxs):
-            bound, current = bounds[i], o[index[name]]
-            if bound is None or current is None:
-                ok = False
-            elif i < len(mins):
-                ok = ok and bound >= current
+        for i in range(len(cols)):
+            b = now[i] if added[i] is None else (max if i < nmin else min)(now[i], added[i])
+            low, gone = inserted[i], retracted[i]
+            if i < nmin:
+                ok = ok and (low is None or low >= b) and (gone is None or gone > b)
             else:
-                ok = ok and bound <= current
+                ok = ok and (low is None or low <= b) and (gone is None or gone < b)
         if ok:
             keep.append(key)
     return Rows({c: new.schema[c] for c in jkeys}, keep)

@@ -1,0 +1,89 @@
+"""The reduce's interesting times against their definition: for each key, the least upper
+bounds of every subset of the key's times (history and new) that holds a new time, found here
+by enumerating the subsets. Both paths (row by row, and columnar) are checked, over product
+orders and lexicographic pairs, with null keys."""
+
+from __future__ import annotations
+
+from functools import reduce
+from typing import Any
+
+import polars as pl
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ddflow.kernels.local import KEY, LocalKernels
+from ddflow.kernels.local_reduce import interesting_times
+from ddflow.kernels.local_rows import frame as as_frame
+from ddflow.lattice import TimeType
+
+TIMES = [
+    TimeType(("product", "product")),
+    TimeType(("product", "product", "product")),
+    TimeType(("product", "lexicographic")),
+    TimeType(("product", "product", "lexicographic")),
+]
+keys = st.one_of(st.none(), st.integers(0, 2))
+
+
+def expected(new: list[tuple[Any, tuple[int, ...]]], history: list[tuple[Any, tuple[int, ...]]],
+             tt: TimeType) -> set[tuple[tuple[int, ...], Any]]:
+    """``(time, key)`` for every lub of a subset of a key's times holding a new time."""
+    out = set()
+    for key in {k for k, _ in new}:
+        fresh = sorted({t for k, t in new if k == key})
+        others = sorted({t for k, t in history if k == key} - set(fresh))
+        for mask in range(1, 1 << len(fresh)):
+            lifted = reduce(tt.join, [t for i, t in enumerate(fresh) if mask >> i & 1])
+            for omask in range(1 << len(others)):
+                chosen = [t for i, t in enumerate(others) if omask >> i & 1]
+                out.add((reduce(tt.join, chosen, lifted), key))
+    return out
+
+
+def frame_of(rows: list[tuple[Any, tuple[int, ...]]], tt: TimeType) -> pl.DataFrame:
+    data = pl.DataFrame([(k, *t) for k, t in rows], orient="row",
+                        schema={"k": pl.Int64, **{c: pl.Int64 for c in tt.columns()}})
+    return LocalKernels().arrange(data, ["k"])
+
+
+def got(parts: list[tuple[tuple[int, ...], Any]]) -> set[tuple[tuple[int, ...], Any]]:
+    out = set()
+    for t, part in parts:
+        for row in as_frame(part).select([KEY, "k"]).iter_rows():
+            out.add((t, row[1]))
+    return out
+
+
+@st.composite
+def cases(draw: st.DrawFn) -> tuple[TimeType, list[Any], list[Any]]:
+    tt = draw(st.sampled_from(TIMES))
+    time = st.tuples(*[st.integers(0, 3)] * tt.width)
+    new = draw(st.lists(st.tuples(keys, time), min_size=1, max_size=3))
+    history = draw(st.lists(st.tuples(keys, time), max_size=8))
+    return tt, new, history
+
+
+@settings(max_examples=400, deadline=None)
+@given(case=cases())
+def test_interesting_times_are_the_lubs_of_subsets_holding_a_new_time(case):
+    tt, new, history = case
+    want = expected(new, history, tt)
+    for small_rows in (10**9, -1):  # the row path, then the columnar one
+        parts = interesting_times(frame_of(new, tt), frame_of(history, tt), tt, ["k"],
+                                  small_rows=small_rows)
+        assert got(parts) == want, small_rows
+        assert len({t for t, _ in parts}) == len(parts)  # one part per time
+
+
+def test_incomparable_lifts_add_their_lub():
+    """A new time lifted by two history times to incomparable times: their lub, which is
+    neither a lift nor a history time, is interesting too (the columnar path's rounds after
+    the lifts)."""
+    tt = TimeType(("product", "product", "product"))
+    new = [(1, (0, 2, 2))]
+    history = [(1, (0, 5, 0)), (1, (0, 0, 7)), (2, (0, 9, 9))]
+    for small_rows in (10**9, -1):
+        parts = interesting_times(frame_of(new, tt), frame_of(history, tt), tt, ["k"],
+                                  small_rows=small_rows)
+        assert got(parts) == {((0, 2, 2), 1), ((0, 5, 2), 1), ((0, 2, 7), 1), ((0, 5, 7), 1)}
