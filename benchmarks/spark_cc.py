@@ -45,23 +45,20 @@ def spark_components(spark: Any, edges: pl.DataFrame) -> tuple[Any, int]:
             return labels, rounds
 
 
-def report_progress(flow: dd.Dataflow, every_s: float = 30.0) -> dict[str, Any]:
-    """Print the operator steps run so far to stderr every ``every_s`` seconds (a large run
-    takes many minutes); the returned dict's ``phase`` names what is being measured."""
-    state: dict[str, Any] = {"phase": "first result", "steps": 0, "t0": time.perf_counter()}
-    last = [state["t0"]]
+class Progress:
+    """``flow.run(progress=...)``'s reports for one phase of the benchmark: printed to stderr
+    every 30 seconds (a full run takes many minutes); ``steps`` is the phase's operator steps
+    once its run has ended."""
 
-    def on_step(op: Any) -> None:
-        state["steps"] += 1
-        now = time.perf_counter()
-        if now - last[0] >= every_s:
-            last[0] = now
-            print(f"spark_cc: {state['phase']}: {state['steps']} operator steps, "
-                  f"{now - state['t0']:.0f} s (last: {op.name})", file=sys.stderr, flush=True)
+    def __init__(self, phase: str) -> None:
+        self.phase = phase
+        self.steps = 0
 
-    flow._ensure_built()
-    flow.worker.on_step = on_step
-    return state
+    def __call__(self, p: dd.RunProgress) -> None:
+        self.steps = p.steps
+        if not p.done:
+            print(f"spark_cc: {self.phase}: {p.steps} operator steps, {p.seconds:.0f} s "
+                  f"(last: {p.operator})", file=sys.stderr, flush=True)
 
 
 def run(quick: bool = False) -> dict[str, Any]:
@@ -76,22 +73,18 @@ def run(quick: bool = False) -> dict[str, Any]:
     flow = dd.Dataflow(runtime=SparkRuntime(spark))
     inp = flow.input("edges", schema={"src": "int64", "dst": "int64"})
     out = dd.graph.connected_components(inp).output()
-    state = report_progress(flow)
     t0 = time.perf_counter()
     inp.insert_frame(edges)
     flow.advance_to(1)
-    flow.run()
+    flow.run(progress=(first_progress := Progress("first result")), every=30)
     first = time.perf_counter() - t0
-    first_steps = state["steps"]
-    state.update(phase="update", steps=0, t0=time.perf_counter())
     gone, new = random_changes(edges, n_nodes, max(2, n_edges // 1000), np.random.default_rng(5))
     t0 = time.perf_counter()
     inp.remove_frame(gone)
     inp.insert_frame(new)
     flow.advance_to(2)
-    flow.run()
+    flow.run(progress=(update_progress := Progress("update")), every=30)
     update = time.perf_counter() - t0
-    update_steps = state["steps"]
     from benchmarks.cc import _remove_once
 
     changed = pl.concat([_remove_once(edges, gone), new])
@@ -108,7 +101,8 @@ def run(quick: bool = False) -> dict[str, Any]:
         "partitions": partitions,
         "changed_edges": gone.height + new.height,
         "ddflow_spark_first_result_s": round(first, 2),
-        "ddflow_spark_steps": {"first_result": first_steps, "update": update_steps},
+        "ddflow_spark_steps": {"first_result": first_progress.steps,
+                               "update": update_progress.steps},
         "ddflow_spark_update": summary([update]),
         "spark_dataframes_recompute": {**summary([recompute]), "rounds": rounds},
         "speedup_update_vs_recompute": round(recompute / update, 2),

@@ -15,7 +15,7 @@ Runs embedded in one process (the default) or on Apache Spark.
 
 from ddflow import graph
 from ddflow.collection import Agg, Arranged, Collection, GroupBy, count, max, mean, min, sum
-from ddflow.dataflow import Dataflow, InputCollection, LocalRuntime, Output, Probe
+from ddflow.dataflow import Dataflow, InputCollection, LocalRuntime, Output, Probe, RunProgress
 from ddflow.errors import (
     ClosedInputError,
     DDFlowError,
@@ -58,6 +58,7 @@ __all__ = [
     "LocalRuntime",
     "Output",
     "Probe",
+    "RunProgress",
     "Schema",
     "SchemaError",
     "SparkRuntime",

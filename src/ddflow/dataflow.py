@@ -14,8 +14,10 @@ epoch that every input has moved past is complete at every output. Invariants:
 
 from __future__ import annotations
 
+import sys
 import time as _time
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
@@ -38,7 +40,7 @@ from ddflow.plan import Node, Plan, Scope
 from ddflow.schema import Schema
 from ddflow.timely import Vertex
 
-__all__ = ["Dataflow", "InputCollection", "LocalRuntime", "Output", "Probe"]
+__all__ = ["Dataflow", "InputCollection", "LocalRuntime", "Output", "Probe", "RunProgress"]
 
 
 class LocalRuntime:
@@ -151,13 +153,36 @@ class Dataflow:
             self.plan.frozen = True
             self.worker = build(self)
 
-    def run(self) -> None:
-        """Run until every closed epoch is complete at every output."""
+    def run(self, progress: bool | Callable[[RunProgress], None] | None = None,
+            every: float = 10.0) -> None:
+        """Run until every closed epoch is complete at every output.
+
+        ``progress`` reports on a long run: ``True`` prints a line to stderr every ``every``
+        seconds (operator steps run, seconds elapsed, the last operator), and one when the run
+        ends if any was printed; a callable is called with a :class:`RunProgress` every
+        ``every`` seconds and once at the end (``done=True``)."""
+        if progress is not None and not isinstance(progress, bool) and not callable(progress):
+            raise TypeError(f"run(progress=...) takes True, False, None or a callable, "
+                            f"got {progress!r}")
+        if not every >= 0:
+            raise ValueError(f"run(every=...) must be a number of seconds >= 0, got {every!r}")
         self._ensure_built()
         for h in self.inputs.values():
             h._flush()
             h._activate()
-        self.worker.run()
+        if not progress:
+            self.worker.run()
+            return
+        watch = _ProgressWatch(_print_progress if progress is True else progress, every,
+                               quiet_end=progress is True)
+        previous = self.worker.on_step
+        self.worker.on_step = watch.step if previous is None else (
+            lambda op: (previous(op), watch.step(op)))
+        try:
+            self.worker.run()
+        finally:
+            self.worker.on_step = previous
+        watch.finish()
 
     def step(self) -> bool:
         """Run one operator activation; returns whether there was work (``while
@@ -184,6 +209,50 @@ class Dataflow:
     def last_epoch(self) -> int:
         """The latest epoch any input reached (closed inputs included)."""
         return max([h.epoch for h in self.inputs.values()] or [0])
+
+
+@dataclass(frozen=True)
+class RunProgress:
+    """How far a :meth:`Dataflow.run` has got: operator ``steps`` run and ``seconds``
+    elapsed since it began, the ``operator`` that ran last (its kind, e.g. ``"reduce"``), and
+    whether the run has ended (``done``)."""
+
+    steps: int
+    seconds: float
+    operator: str
+    done: bool = False
+
+
+def _print_progress(p: RunProgress) -> None:
+    state = "done" if p.done else f"last: {p.operator}"
+    print(f"ddflow: {p.steps:,} operator steps, {p.seconds:.0f} s ({state})", file=sys.stderr,
+          flush=True)
+
+
+class _ProgressWatch:
+    """Counts a run's operator steps and reports every ``every`` seconds."""
+
+    def __init__(self, report: Callable[[RunProgress], None], every: float,
+                 quiet_end: bool) -> None:
+        self.report, self.every, self.quiet_end = report, every, quiet_end
+        self.start = self.last = _time.perf_counter()
+        self.steps = 0
+        self.operator = ""
+        self.reported = False
+
+    def step(self, op: Any) -> None:
+        self.steps += 1
+        self.operator = op.name
+        now = _time.perf_counter()
+        if now - self.last >= self.every:
+            self.last = now
+            self.reported = True
+            self.report(RunProgress(self.steps, now - self.start, self.operator))
+
+    def finish(self) -> None:
+        if self.reported or not self.quiet_end:
+            self.report(RunProgress(self.steps, _time.perf_counter() - self.start,
+                                    self.operator, done=True))
 
 
 class InputCollection(Collection):
