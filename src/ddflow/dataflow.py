@@ -176,8 +176,13 @@ class Dataflow:
         watch = _ProgressWatch(_print_progress if progress is True else progress, every,
                                quiet_end=progress is True)
         previous = self.worker.on_step
-        self.worker.on_step = watch.step if previous is None else (
-            lambda op: (previous(op), watch.step(op)))
+
+        def on_step(op: Any) -> None:
+            if previous is not None:
+                previous(op)
+            watch.step(op)
+
+        self.worker.on_step = on_step
         try:
             self.worker.run()
         finally:
