@@ -159,9 +159,12 @@ def _remove_once(live: pl.DataFrame, gone: pl.DataFrame) -> pl.DataFrame:
     if gone.height == 0:
         return live
     idx = live.with_row_index("__i")
-    g = gone.with_columns(pl.int_range(pl.len()).over(["src", "dst"]).alias("__n"))
-    l2 = idx.with_columns(pl.int_range(pl.len()).over(["src", "dst"]).alias("__n"))
-    drop = l2.join(g, on=["src", "dst", "__n"], how="semi").get_column("__i")
+    nth = pl.int_range(pl.len()).over(["src", "dst"]).alias("__n")  # the copy's number
+    g = gone.with_columns(nth)
+    # number the copies of only the live rows that some removal names (a window over every
+    # live row costs seconds on a large graph)
+    named = idx.join(gone.unique(), on=["src", "dst"], how="semi").with_columns(nth)
+    drop = named.join(g, on=["src", "dst", "__n"], how="semi").get_column("__i")
     return idx.filter(~pl.col("__i").is_in(drop.implode())).drop("__i")
 
 
