@@ -109,8 +109,9 @@ def _not_chains(times: pl.DataFrame, tt: TimeType, jkeys: list[str]) -> pl.DataF
     prev = [f"__p{i}" for i in range(tt.width)]
     ordered = times.sort([*jkeys, *tcols])
     same = pl.all_horizontal([pl.col(k).eq_missing(pl.col(k).shift(1)) for k in jkeys])
+    shifted = [pl.col(c).shift(1).alias(p) for c, p in zip(tcols, prev, strict=True)]
     broken = (
-        ordered.with_columns([pl.col(c).shift(1).alias(p) for c, p in zip(tcols, prev, strict=True)])
+        ordered.with_columns(shifted)
         .filter(same & ~le_expr(tt, prev, tcols))
         .select(jkeys)
         .unique()
