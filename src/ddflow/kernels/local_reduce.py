@@ -187,8 +187,7 @@ def minmax_unchanged(spec: ReduceSpec, new: Any, out_history: Any, tt: TimeType,
     if new.height + out_history.height <= _limit(small_rows):
         return _minmax_unchanged_rows(spec, new, out_history, tt)
     new, out_history = frame(new), frame(out_history)
-    mins = [(name, c) for name, kind, c in spec.aggs if kind == "min" and c is not None]
-    maxs = [(name, c) for name, kind, c in spec.aggs if kind == "max" and c is not None]
+    mins, maxs = _extremes(spec)
     ins, ret = pl.col(DIFF) > 0, pl.col(DIFF) < 0
     g = new.group_by(jkeys).agg(
         *[pl.col(t).min().alias(f"__m{i}") for i, t in enumerate(tcols)],
@@ -244,30 +243,30 @@ def minmax_unchanged(spec: ReduceSpec, new: Any, out_history: Any, tt: TimeType,
     return _hold(ok.filter(cond).select(jkeys), small_rows)
 
 
+def _extremes(spec: ReduceSpec) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+    """The ``(output, column)`` pairs of a min/max aggregate's mins, and of its maxs."""
+    pick = [(kind, name, c) for name, kind, c in spec.aggs if c is not None]
+    return ([(n, c) for k, n, c in pick if k == "min"], [(n, c) for k, n, c in pick if k == "max"])
+
+
 def _minmax_unchanged_rows(spec: ReduceSpec, new: Any, out_history: Any, tt: TimeType) -> Rows:
     """:func:`minmax_unchanged` row by row (the same conditions, nulls as the columnar path
     treats them)."""
     jkeys = [KEY, *spec.keys]
     tcols = tt.columns()
     nk, width = len(jkeys), tt.width
-    mins = [(name, c) for name, kind, c in spec.aggs if kind == "min" and c is not None]
-    maxs = [(name, c) for name, kind, c in spec.aggs if kind == "max" and c is not None]
+    mins, maxs = _extremes(spec)
     cols = [c for _, c in mins + maxs]
     nmin = len(mins)
 
-    def widen(bounds: list[Any], vals: tuple[Any, ...]) -> None:
-        """The least value of each min column, the greatest of each max column."""
+    def widen(bounds: list[Any], vals: tuple[Any, ...], outward: bool = True) -> None:
+        """Each min column's least value and each max column's greatest (``outward``), or
+        the reverse, of ``bounds`` and ``vals``; nulls ignored."""
         for i, v in enumerate(vals):
-            cur = bounds[i]
-            if v is not None and (cur is None or (v < cur if i < nmin else v > cur)):
-                bounds[i] = v
-
-    def widen_up(bounds: list[Any], vals: tuple[Any, ...]) -> None:
-        """The greatest value of each min column, the least of each max column."""
-        for i, v in enumerate(vals):
-            cur = bounds[i]
-            if v is not None and (cur is None or (v > cur if i < nmin else v < cur)):
-                bounds[i] = v
+            if v is not None:
+                cur = bounds[i]
+                least = (i < nmin) == outward
+                bounds[i] = v if cur is None else (min if least else max)(cur, v)
 
     # key -> [diff sum per time, least time per coordinate, bounds of the inserted values,
     # bounds of the retracted values]
@@ -308,7 +307,7 @@ def _minmax_unchanged_rows(spec: ReduceSpec, new: Any, out_history: Any, tt: Tim
             if d > 0:
                 vals = tuple(o[i] for i in index)
                 g[3] = g[3] or None in vals
-                widen_up(g[2], vals)
+                widen(g[2], vals, outward=False)
     keep = []
     for key, (at, later, added, null) in groups.items():
         live = [(o, d) for o, d in at.items() if d]
