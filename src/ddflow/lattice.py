@@ -179,11 +179,29 @@ class TimeType:
         >>> TimeType(("product", "product")).advance_by((0, 5), [(2, 0), (1, 3)])
         (1, 5)
         """
+        if not self._pairs:
+            floor = self.advance_floor(frontier)
+            return tuple(t) if floor is None else tuple(map(max, t, floor))
         result: Time | None = None
         for f in frontier:
             j = self.join(t, f)
             result = j if result is None else self.meet(result, j)
         return tuple(t) if result is None else result
+
+    def advance_floor(self, frontier: Iterable[Sequence[int]]) -> Time | None:
+        """For a product order, the coordinate-wise least of the frontier's times (None for
+        an empty frontier): advancing by the frontier is then the coordinate-wise max with it.
+        Join and meet are coordinate-wise max and min, so the meet over ``f`` of
+        ``join(t, f)`` is, in each coordinate, ``min_f max(t_i, f_i) = max(t_i, min_f f_i)``.
+
+        >>> TimeType(("product", "product")).advance_floor([(2, 0), (1, 3)])
+        (1, 0)
+        """
+        assert not self._pairs, "a product order"
+        floor: Time | None = None
+        for f in frontier:
+            floor = tuple(f) if floor is None else tuple(map(min, floor, f))
+        return floor
 
     def sort_key(self, t: Sequence[int]) -> Time:
         """A key whose order (lexicographic on the flat tuple) is a linear extension of this
@@ -234,6 +252,9 @@ class TimeType:
         times = np.atleast_2d(times)
         if not frontier:
             return times
+        if not self._pairs:
+            floor = self.advance_floor(frontier)
+            return np.maximum(times, np.asarray(floor, dtype=np.int64).reshape(1, -1))
         result: IntArray | None = None
         for f in frontier:
             j = self.join_array(times, np.asarray(f, dtype=np.int64).reshape(1, -1))

@@ -201,21 +201,29 @@ def test_columnar_runtime_never_holds_rows() -> None:
 @given(rows=st.lists(st.tuples(st.integers(-3, 3), st.sampled_from([0, 7, -2**40, 2**40]),
                                st.integers(0, 2), st.integers(-2, 2), st.integers(-1, 1)),
                      max_size=40),
-       wide=st.booleans(), unsigned=st.booleans(), drop_zero=st.booleans())
-def test_grouped_sums_by_packed_codes_equal_the_group_by(rows, wide, unsigned, drop_zero):
+       wide=st.booleans(), unsigned=st.booleans(), drop_zero=st.booleans(),
+       runs=st.sampled_from([None, 1, 2, 3]), few_runs=st.sampled_from([0, 64]))
+def test_grouped_sums_by_packed_codes_equal_the_group_by(rows, wide, unsigned, drop_zero, runs,
+                                                         few_runs):
     """The packed-code sum (large integer frames) against Polars' group-by: negative, wide
     and unsigned columns, ranges too wide to pack (which fall back), two summed columns, and
-    groups whose sums are all zero dropped or kept. Packed, the groups come out sorted."""
+    groups whose sums are all zero dropped or kept. Packed, the groups come out sorted.
+    Frames that are ``runs`` sorted runs (as a merge of arranged batches is: one run takes
+    neither a sort nor a gather), sorted by the stable sort or by Polars' (``few_runs``)."""
     schema = {"a": pl.Int64, "b": pl.Int64, "c": pl.UInt32 if unsigned else pl.Int16,
               "__diff": pl.Int64, "w": pl.Int64}
     f = pl.DataFrame(rows, schema=schema, orient="row")
     if wide and f.height:
         f = f.with_columns(pl.Series("b", [(-1) ** i * (2**61 + i) for i in range(f.height)]))
-    limit, L.PACKED_SUM_ROWS = L.PACKED_SUM_ROWS, 1  # the packed path for any size
+    if runs is not None:  # cut into that many parts, each sorted by the group
+        part = pl.int_range(pl.len()) * runs // pl.len()
+        f = f.with_columns(part.alias("__part")).sort(["__part", "a", "b", "c"]).drop("__part")
+    limits = L.PACKED_SUM_ROWS, L.SORTED_RUNS
+    L.PACKED_SUM_ROWS, L.SORTED_RUNS = 1, few_runs  # the packed path for any size
     try:
         got = L.grouped_sums(f, ["a", "b", "c"], ["__diff", "w"], drop_zero=drop_zero)
     finally:
-        L.PACKED_SUM_ROWS = limit
+        L.PACKED_SUM_ROWS, L.SORTED_RUNS = limits
     want = f.group_by(["a", "b", "c"]).agg(pl.col("__diff").sum(), pl.col("w").sum())
     if drop_zero:
         want = want.filter((pl.col("__diff") != 0) | (pl.col("w") != 0))

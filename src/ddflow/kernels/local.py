@@ -278,9 +278,11 @@ class LocalKernels:
         if not frontier or batch.height == 0:
             return batch
         cols = tt.columns()
-        if tt.is_total:
-            (f,) = frontier
-            return batch.with_columns(pl.max_horizontal(pl.col(cols[0]), pl.lit(f[0])).alias(cols[0]))
+        if tt.is_product:  # a max with the frontier's floor, column by column
+            floor = tt.advance_floor(frontier)
+            assert floor is not None
+            return batch.with_columns([pl.col(c).clip(lower_bound=pl.lit(f, dtype=pl.Int64))
+                                       for c, f in zip(cols, floor, strict=True)])
         times = batch.select(cols).to_numpy().astype(np.int64, copy=False)
         adv = tt.advance_by_array(times, frontier)
         return batch.with_columns([pl.Series(c, adv[:, i]) for i, c in enumerate(cols)])
@@ -362,7 +364,15 @@ class LocalKernels:
             return R.arrange(R.consolidate(R.advance(merged, tt, since), sums), ())
         merged = self.concat([frame(b) for b in batches])
         merged = self.advance(merged, tt, since)
-        return self._small(share_key(sorted_by_key(self.consolidate(merged, sums)), keys))
+        if keys and shares_key(merged, keys):
+            # the key code is a copy of the key column: summed without it (a column less to
+            # pack and gather), then put back
+            group = [keys[0], *(c for c in merged.columns if c not in (*sums, KEY, keys[0]))]
+            merged = (grouped_sums(merged.drop(KEY), group, sums, drop_zero=True)
+                      .with_columns(pl.col(keys[0]).alias(KEY)).select(merged.columns))
+        else:
+            merged = self.consolidate(merged, sums)
+        return self._small(share_key(sorted_by_key(merged), keys))
 
     def lookup(self, batch: Any, codes: Any) -> Any:
         """Rows of an arranged batch whose key code is in ``codes`` (sorted, unique): rows
@@ -533,6 +543,11 @@ def accumulate(
 #: frames of at least this many rows are summed by sorting a packed code (:func:`grouped_sums`)
 PACKED_SUM_ROWS = 50_000
 
+#: packed codes falling at most this many times from one row to the next are a few sorted runs
+#: (a merge of arranged batches): a stable sort merges the runs in about linear time, where a
+#: general sort costs several times more; codes with more falls take Polars' parallel sort
+SORTED_RUNS = 64
+
 
 def grouped_sums(frame: pl.DataFrame, group: Sequence[str], sums: Sequence[str],
                  drop_zero: bool = False) -> pl.DataFrame:
@@ -542,31 +557,52 @@ def grouped_sums(frame: pl.DataFrame, group: Sequence[str], sums: Sequence[str],
 
     A large frame whose group and sum columns are all integers without nulls, and whose group
     columns' ranges multiply to less than ``2**62``, is summed without hashing: each row's
-    group is packed into one int64 (mixed radix over the columns' ranges), the codes are
-    sorted, and each run of equal codes is summed (NumPy ``add.reduceat``). This is about
-    twice as fast as Polars' hash group-by on the reduce's histories and the trace merges;
-    anything else takes the group-by."""
+    group is packed into one int64 (mixed radix over the columns' ranges, so that the codes
+    sort as the groups do), the codes are sorted, and each run of equal codes is summed (NumPy
+    ``add.reduceat``). This is about twice as fast as Polars' hash group-by on the reduce's
+    histories and the trace merges; anything else takes the group-by. Arranged batches are
+    sorted this way, so a merge of several is a few sorted runs (:data:`SORTED_RUNS`): a
+    frame already sorted is not reordered at all, and one without repeated groups is not
+    summed."""
     if frame.height >= PACKED_SUM_ROWS and group:
         code = _pack(frame, group, sums)
         if code is not None:
-            order = pl.Series(code).arg_sort().to_numpy()
-            ordered = code[order]
-            run = np.empty(len(ordered), dtype=bool)
-            run[0] = True
-            np.not_equal(ordered[1:], ordered[:-1], out=run[1:])
-            starts = np.flatnonzero(run)
-            totals = [np.add.reduceat(frame.get_column(w).to_numpy()[order], starts)
-                      for w in sums]
-            if drop_zero:  # before gathering the groups' rows, not by a filter after
-                keep = totals[0] != 0
-                for t in totals[1:]:
-                    keep |= t != 0
-                starts, totals = starts[keep], [t[keep] for t in totals]
-            out = frame.select(group)[order[starts]]
-            return out.with_columns([pl.Series(w, t, dtype=frame.schema[w])
-                                     for w, t in zip(sums, totals, strict=True)])
+            return _packed_sums(frame, code, group, sums, drop_zero)
     out = frame.group_by(list(group)).agg([pl.col(w).sum() for w in sums])
     return out.filter(_any_nonzero(sums)) if drop_zero else out
+
+
+def _packed_sums(frame: pl.DataFrame, code: np.ndarray, group: Sequence[str],
+                 sums: Sequence[str], drop_zero: bool) -> pl.DataFrame:
+    """:func:`grouped_sums` of a frame whose groups are packed in ``code``."""
+    falls = int(np.count_nonzero(code[1:] < code[:-1]))
+    order: np.ndarray | None = None  # the rows in code order (None: as they are)
+    if falls > SORTED_RUNS:
+        order = pl.Series(code).arg_sort().to_numpy()
+    elif falls:
+        order = np.argsort(code, kind="stable")
+    ordered = code if order is None else code[order]
+    repeated = ordered[1:] == ordered[:-1]
+    starts = None if not repeated.any() else np.flatnonzero(~np.concatenate(([False], repeated)))
+    totals = []
+    for w in sums:
+        values = frame.get_column(w).to_numpy()
+        if order is not None:
+            values = values[order]
+        totals.append(values if starts is None else np.add.reduceat(values, starts))
+    picked = order if starts is None else (starts if order is None else order[starts])
+    if drop_zero:  # before gathering the groups' rows, not by a filter after
+        keep = totals[0] != 0
+        for t in totals[1:]:
+            keep |= t != 0
+        if not keep.all():
+            totals = [t[keep] for t in totals]
+            picked = np.flatnonzero(keep) if picked is None else picked[keep]
+    out = frame.select(group)
+    if picked is not None:
+        out = out[picked]
+    return out.with_columns([pl.Series(w, t, dtype=frame.schema[w])
+                             for w, t in zip(sums, totals, strict=True)])
 
 
 def _any_nonzero(sums: Sequence[str]) -> pl.Expr:
@@ -586,15 +622,18 @@ def _pack(frame: pl.DataFrame, group: Sequence[str], sums: Sequence[str]) -> np.
                           + [pl.col(c).max().alias(f"hi{i}") for i, c in enumerate(group)]).row(0)
     n = len(group)
     code = np.zeros(frame.height, dtype=np.int64)
+    term = np.empty(frame.height, dtype=np.int64)
     stride = 1
     for i in range(n - 1, -1, -1):
         lo, hi = int(bounds[i]), int(bounds[n + i])
         span = hi - lo + 1
         if hi >= 2**63 or stride * span >= 2**62:  # (a uint64 beyond int64 or too wide)
             return None
-        if span > 1:
-            col = frame.get_column(group[i]).to_numpy().astype(np.int64, copy=False)
-            code += (col - lo) * stride
+        if span > 1:  # code += (column - lo) * stride, in place
+            col = frame.get_column(group[i]).to_numpy()
+            np.subtract(col, lo, out=term, casting="unsafe")
+            np.multiply(term, stride, out=term)
+            np.add(code, term, out=code)
         stride *= span
     return code
 
@@ -603,11 +642,16 @@ def share_key(batch: pl.DataFrame, keys: Sequence[str]) -> pl.DataFrame:
     """An arranged batch whose key code is its one ``Int64`` key column (no nulls) holds the
     code as that column itself (one buffer, not two equal copies): a trace keyed by a node id
     takes a column less memory."""
-    if len(keys) == 1 and batch.schema[keys[0]] == pl.Int64:
-        column = batch.get_column(keys[0])
-        if column.null_count() == 0:
-            return batch.with_columns(column.alias(KEY).set_sorted())
+    if shares_key(batch, keys):
+        return batch.with_columns(batch.get_column(keys[0]).alias(KEY).set_sorted())
     return batch
+
+
+def shares_key(batch: pl.DataFrame, keys: Sequence[str]) -> bool:
+    """Is the key code of ``batch`` a copy of its one ``Int64`` key column (as
+    :meth:`LocalKernels.key_codes` makes it when the column has no nulls)?"""
+    return (len(keys) == 1 and batch.schema[keys[0]] == pl.Int64
+            and batch.get_column(keys[0]).null_count() == 0)
 
 
 def sorted_by_key(batch: pl.DataFrame) -> pl.DataFrame:

@@ -217,6 +217,13 @@ def advance(b: Rows, tt: TimeType, frontier: Sequence[Time]) -> Rows:
         for r in b.rows:
             out.append(r if r[lo] >= f else (*r[:lo], f, *r[hi:]))
         return b.like(out)
+    if tt.is_product:  # a max with the frontier's floor (TimeType.advance_floor)
+        floor = tt.advance_floor(frontier)
+        for r in b.rows:
+            t = r[lo:hi]
+            a = tuple(map(max, t, floor))
+            out.append(r if a == t else (*r[:lo], *a, *r[hi:]))
+        return b.like(out)
     adv = tt.advance_by
     for r in b.rows:
         t = r[lo:hi]
