@@ -16,6 +16,12 @@ equals that of the updates inserted. The size of a trace is therefore bounded by
 *Lookups.* ``lookup(codes)`` gathers the updates of a few keys from every batch by binary search,
 in time proportional to the keys and ``log n``, never a scan.
 
+*Merges in steps.* Merging the largest batches at once would make one update in many pay for
+a merge of the whole trace. Where the runtime can cut batches by key (``merge_cut``), a merge of
+at least ``FUELED_ROWS`` updates is a :class:`Merging`: it advances one range of keys at a time,
+by ``FUEL`` updates for every update inserted, and the two batches it merges answer lookups
+until it is done. A merge still in progress when its batch must merge again is finished then.
+
 The spine itself is runtime-agnostic: batches are opaque to it and every bulk operation goes
 through the runtime's kernels (``arrange``, ``merge``, ``lookup``, ``height``).
 """
@@ -27,7 +33,7 @@ from typing import Any, Protocol
 
 from ddflow.lattice import Time, TimeType
 
-__all__ = ["Spine", "TraceHandle"]
+__all__ = ["Merging", "Spine", "TraceHandle"]
 
 
 class BatchKernels(Protocol):
@@ -38,11 +44,51 @@ class BatchKernels(Protocol):
     def height(self, batch: Any) -> int: ...
 
 
+#: merges of at least this many updates are done in steps (:class:`Merging`)
+FUELED_ROWS = 250_000
+
+#: the updates a merge in progress advances by for each update inserted
+FUEL = 4
+
+#: a merge in progress works on ranges of keys of at least this many updates
+FUEL_CHUNK = 50_000
+
+
+class Merging:
+    """A merge of two adjacent batches done one range of keys at a time (see the module)."""
+
+    def __init__(self, a: Any, b: Any, size: int) -> None:
+        self.a, self.b = a, b
+        self.size = size
+        self.start: Any = None  # the first key code not merged yet (None: from the first)
+        self.pieces: list[Any] = []
+        self.fuel = 0
+        self.done = False
+
+    def work(self, spine: Spine, fuel: int, finish: bool = False) -> None:
+        """Spend ``fuel`` (every update with ``finish``) merging ranges of keys."""
+        k = spine.kernels
+        self.fuel += fuel
+        while not self.done and (finish or self.fuel >= FUEL_CHUNK):
+            rows = self.size if finish else self.fuel
+            a, b, self.start = k.merge_cut(self.a, self.b, self.start, rows)
+            merged = k.merge([a, b], spine.time_type, spine.since, spine.sums, spine.keys)
+            self.fuel -= k.height(a) + k.height(b)
+            spine.merged_records += k.height(a) + k.height(b)
+            if k.height(merged):
+                self.pieces.append(merged)
+            self.done = self.start is None
+
+    def result(self, spine: Spine) -> Any:
+        return spine.kernels.merge_pieces(self.pieces, spine.keys)
+
+
 class Spine:
     """A trace of arranged batches with geometric merging and compaction."""
 
     def __init__(self, kernels: BatchKernels, time_type: TimeType, keys: Sequence[str],
-                 empty: Any, sums: Sequence[str] = ("__diff",), merge_factor: int = 2) -> None:
+                 empty: Any, sums: Sequence[str] = ("__diff",), merge_factor: int = 2,
+                 fueled_rows: int | None = None) -> None:
         self.kernels = kernels
         self.time_type = time_type
         self.keys = list(keys)
@@ -55,6 +101,9 @@ class Spine:
         self.merge_factor = merge_factor
         #: updates merged so far (a measure of the work compaction did)
         self.merged_records = 0
+        #: merges of at least this many updates are done in steps (None: FUELED_ROWS; they
+        #: never are where the runtime cannot cut batches by key)
+        self.fueled_rows = fueled_rows
 
     # ------------------------------------------------------------------ readers
 
@@ -77,17 +126,30 @@ class Spine:
     # ------------------------------------------------------------------ writing
 
     def insert(self, batch: Any, height: int) -> None:
-        """Append an arranged batch and restore the geometric invariant by merging."""
+        """Append an arranged batch and restore the geometric invariant by merging; merges
+        in progress advance by ``FUEL`` updates per update inserted."""
         if height == 0:
             return
+        for i in range(len(self.batches) - 1, -1, -1):
+            b = self.batches[i]
+            if type(b) is Merging:
+                b.work(self, FUEL * height)
+                if b.done:
+                    self._settle(i)
         self.batches.append(batch)
         self.sizes.append(height)
         while len(self.sizes) >= 2 and self.sizes[-2] <= self.merge_factor * self.sizes[-1]:
-            self._merge_last_two()
+            if not (self._finish(len(self.batches) - 1) or self._finish(len(self.batches) - 2)):
+                self._merge_last_two()  # (else the sizes changed: look again)
 
     def _merge_last_two(self) -> None:
         b, a = self.batches.pop(), self.batches.pop()
         sb, sa = self.sizes.pop(), self.sizes.pop()
+        limit = FUELED_ROWS if self.fueled_rows is None else self.fueled_rows
+        if sa + sb >= limit and hasattr(self.kernels, "merge_cut"):
+            self.batches.append(Merging(a, b, sa + sb))  # done in steps by later inserts
+            self.sizes.append(sa + sb)
+            return
         merged = self.kernels.merge([a, b], self.time_type, self.since, self.sums, self.keys)
         self.merged_records += sa + sb
         h = self.kernels.height(merged)
@@ -95,10 +157,30 @@ class Spine:
             self.batches.append(merged)
             self.sizes.append(h)
 
+    def _finish(self, i: int) -> bool:
+        """Complete the merge in progress at position ``i``, if it is one (then True)."""
+        b = self.batches[i]
+        if type(b) is not Merging:
+            return False
+        b.work(self, 0, finish=True)
+        self._settle(i)
+        return True
+
+    def _settle(self, i: int) -> None:
+        """Put the result of the completed merge at position ``i`` in its place."""
+        merged = self.batches[i].result(self)
+        h = self.kernels.height(merged)
+        if h:
+            self.batches[i], self.sizes[i] = merged, h
+        else:
+            del self.batches[i], self.sizes[i]
+
     def compact(self) -> None:
         """Merge every batch into one, advancing all times to ``since``."""
         if not self.batches:
             return
+        for i in range(len(self.batches) - 1, -1, -1):
+            self._finish(i)
         merged = self.kernels.merge(self.batches, self.time_type, self.since, self.sums,
                                     self.keys)
         self.merged_records += sum(self.sizes)
@@ -111,13 +193,21 @@ class Spine:
         """The updates of the keys with the given (sorted, unique) codes, from every batch."""
         if not self.batches:
             return self.empty
-        return self.kernels.concat([self.kernels.lookup(b, codes) for b in self.batches])
+        k = self.kernels
+        return k.concat([k.lookup(p, codes) for p in self._parts()])
+
+    def _parts(self) -> list[Any]:
+        """The batches, with the two halves of each merge in progress."""
+        parts: list[Any] = []
+        for b in self.batches:
+            parts += [b.a, b.b] if type(b) is Merging else [b]
+        return parts
 
     def contents(self) -> Any:
         """Every update of the trace (for tests and debugging)."""
         if not self.batches:
             return self.empty
-        return self.kernels.concat(self.batches)
+        return self.kernels.concat(self._parts())
 
     def __len__(self) -> int:
         """The number of updates the trace holds."""

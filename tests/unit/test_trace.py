@@ -11,9 +11,11 @@ import polars as pl
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from ddflow.kernels import local as L
 from ddflow.kernels.local import LocalKernels
 from ddflow.kernels.local_rows import frame as as_frame
 from ddflow.lattice import TimeType
+from ddflow import trace
 from ddflow.trace import Spine
 
 TT = TimeType(("product", "product"))
@@ -130,3 +132,104 @@ def test_an_integer_key_column_is_its_own_code_in_memory():
     # a key that is not one Int64 column keeps a separate code column
     two = big.arrange(rows.head(100), ["k", "v"])
     assert _buffer(two, "__key") != _buffer(two, "k")
+
+
+@settings(max_examples=150, deadline=None)
+@given(updates, st.lists(st.integers(1, 8), min_size=1, max_size=8),
+       st.lists(st.tuples(st.integers(0, 3), st.integers(0, 3)), min_size=1, max_size=3),
+       st.integers(1, 3), st.integers(1, 6), st.booleans())
+def test_merges_in_steps_keep_every_accumulation(rows, cuts, since, fuel, chunk, compact):
+    """Merges done a range of keys at a time (here of any size, in ranges of a few updates):
+    after every insert, every key's accumulation at every time in advance of ``since`` equals
+    that of the updates inserted, read while merges are in progress and after."""
+    s = Spine(K, TT, ["k"], batch([]), fueled_rows=2)
+    h = s.handle()
+    h.set_since(since)
+    frontier = s.since
+    limits = trace.FUEL, trace.FUEL_CHUNK
+    trace.FUEL, trace.FUEL_CHUNK = fuel, chunk
+    try:
+        start, seen = 0, 0
+        for c in itertools.cycle(cuts):
+            part = rows[start:start + c]
+            if not part:
+                break
+            b = batch(part)
+            s.insert(b, b.height)
+            start += c
+            seen += sum(type(x) is trace.Merging for x in s.batches)
+            for key in range(5):
+                for u in itertools.product(range(5), range(5)):
+                    if any(TT.less_equal(f, u) for f in frontier):
+                        assert trace_accumulation(s, key, u) == accumulation(rows[:start], key, u)
+        if compact:
+            s.compact()
+            assert not any(type(x) is trace.Merging for x in s.batches)
+        for key in range(5):
+            for u in itertools.product(range(5), range(5)):
+                if any(TT.less_equal(f, u) for f in frontier):
+                    assert trace_accumulation(s, key, u) == accumulation(rows, key, u)
+    finally:
+        trace.FUEL, trace.FUEL_CHUNK = limits
+
+
+def test_a_long_trace_merges_in_steps_and_stays_geometric():
+    """Many inserts into a trace whose merges go in steps: some merge is in progress at some
+    point, every batch is sorted by key code, and the spine keeps few batches."""
+    s = Spine(K, TT, ["k"], batch([]), fueled_rows=50)
+    rng = np.random.default_rng(5)
+    in_progress = 0
+    inserted = []
+    for i in range(300):
+        rows = [(int(k), int(v), 0, i % 4, 1) for k, v in rng.integers(0, 40, (5, 2))]
+        inserted += rows
+        b = batch(rows)
+        s.insert(b, b.height)
+        in_progress += any(type(x) is trace.Merging for x in s.batches)
+    assert in_progress > 0
+    assert len(s.batches) < 20
+    for part in s._parts():
+        codes = as_frame(part).get_column("__key").to_list()
+        assert codes == sorted(codes)
+    for key in range(40):
+        assert trace_accumulation(s, key, (0, 3)) == accumulation(inserted, key, (0, 3))
+
+
+def test_lookups_of_few_and_of_many_keys_in_a_large_batch():
+    """A lookup finds exactly the asked keys' rows, in key order, whether it searches key by
+    key (few keys) or filters the whole batch (many keys: ``LOOKUP_SCAN``)."""
+    rng = np.random.default_rng(11)
+    n = 70_000
+    big = LocalKernels(small_rows=0)
+    rows = pl.DataFrame({"k": rng.integers(0, 20_000, n), "v": rng.integers(0, 9, n),
+                         "__t0": np.zeros(n, dtype=np.int64), "__t1": rng.integers(0, 3, n),
+                         "__diff": np.ones(n, dtype=np.int64)})
+    arranged = big.arrange(rows, ["k"])
+    for m in (1, 30, 5_000, 15_000):
+        codes = np.unique(rng.integers(-5, 20_005, m))
+        got = as_frame(big.lookup(arranged, codes))
+        assert got.get_column("__key").is_sorted()
+        wanted = set(codes.tolist())
+        expected = [r for r in rows.rows() if r[0] in wanted]
+        assert sorted(got.select(rows.columns).rows()) == sorted(expected)
+        if m >= 5_000:
+            assert m * L.LOOKUP_SCAN >= n  # (the filtering path)
+
+
+def test_a_merge_in_steps_that_cancels_out_leaves_the_spine_consistent():
+    """Batches that cancel each other merge (in steps) to nothing; the spine drops the empty
+    result and keeps merging what comes after."""
+    s = Spine(K, TT, ["k"], batch([]), fueled_rows=2)
+    rows = [(k, k, 0, 0, 1) for k in range(8)]
+    inserted = []
+    for sign in (1, -1, 1, -1, 1):
+        b = batch([(k, v, t0, t1, sign * d) for k, v, t0, t1, d in rows])
+        s.insert(b, b.height)
+        inserted += [(k, v, t0, t1, sign * d) for k, v, t0, t1, d in rows]
+        for extra in range(3):
+            e = batch([(100 + extra, 0, 0, 0, 1)])
+            s.insert(e, e.height)
+            inserted.append((100 + extra, 0, 0, 0, 1))
+    s.compact()
+    for key in [*range(8), 100, 101, 102]:
+        assert trace_accumulation(s, key, (0, 0)) == accumulation(inserted, key, (0, 0))

@@ -374,6 +374,37 @@ class LocalKernels:
             merged = self.consolidate(merged, sums)
         return self._small(share_key(sorted_by_key(merged), keys))
 
+    def merge_cut(self, a: Batch, b: Batch, start: int | None, rows: int
+                  ) -> tuple[Batch, Batch, int | None]:
+        """The next range of keys of a merge in steps (:class:`~ddflow.trace.Merging`): the
+        updates of ``a`` and ``b`` (arranged) with key codes from ``start`` (None: the first)
+        on, about ``rows`` of the larger's and the other's in the same range, never splitting
+        a key; and the first code after the range (None: it reached the end)."""
+        ka, kb = _codes(a), _codes(b)
+        ia = 0 if start is None else int(np.searchsorted(ka, start, side="left"))
+        ib = 0 if start is None else int(np.searchsorted(kb, start, side="left"))
+        # cut in the one with more updates left, at a key boundary
+        big, i = (ka, ia) if len(ka) - ia >= len(kb) - ib else (kb, ib)
+        end = i + max(rows, 1)
+        cut: int | None = None
+        if end < len(big):
+            cut = int(big[end])
+            if int(np.searchsorted(big, cut, side="left")) == i:  # one key holds them all
+                after = int(np.searchsorted(big, cut, side="right"))
+                cut = int(big[after]) if after < len(big) else None
+        ea = len(ka) if cut is None else int(np.searchsorted(ka, cut, side="left"))
+        eb = len(kb) if cut is None else int(np.searchsorted(kb, cut, side="left"))
+        return _slice(a, ia, ea), _slice(b, ib, eb), cut
+
+    def merge_pieces(self, pieces: Sequence[Batch], keys: Sequence[str]) -> Batch:
+        """The ranges a merge in steps produced, in order, as one arranged batch."""
+        if not pieces:
+            return self._small(pl.DataFrame())
+        merged = self.concat([frame(p) for p in pieces]) if len(pieces) > 1 else pieces[0]
+        if type(merged) is Rows:
+            return merged
+        return self._small(share_key(merged.rechunk(), keys))
+
     def lookup(self, batch: Any, codes: Any) -> Any:
         """Rows of an arranged batch whose key code is in ``codes`` (sorted, unique): rows
         when few match (:mod:`local_rows`)."""
@@ -381,6 +412,10 @@ class LocalKernels:
             return R.lookup(batch, codes)
         if batch.height == 0 or len(codes) == 0:
             return batch.clear()
+        if len(codes) * LOOKUP_SCAN >= batch.height >= 65_536:
+            # keys by the tens of thousands (a first epoch's reduce reads every key): one
+            # hashed pass over the batch costs less than a binary search and a gather per key
+            return batch.filter(pl.col(KEY).is_in(pl.Series(codes, dtype=pl.Int64).implode()))
         small = R.lookup_frame(batch, codes, self.lookup_rows)
         if small is not None:
             return small
@@ -543,6 +578,9 @@ def accumulate(
 #: frames of at least this many rows are summed by sorting a packed code (:func:`grouped_sums`)
 PACKED_SUM_ROWS = 50_000
 
+#: a lookup of at least one key per this many rows of a large batch filters the whole batch
+LOOKUP_SCAN = 64
+
 #: packed codes falling at most this many times from one row to the next are a few sorted runs
 #: (a merge of arranged batches): a stable sort merges the runs in about linear time, where a
 #: general sort costs several times more; codes with more falls take Polars' parallel sort
@@ -645,6 +683,19 @@ def share_key(batch: pl.DataFrame, keys: Sequence[str]) -> pl.DataFrame:
     if shares_key(batch, keys):
         return batch.with_columns(batch.get_column(keys[0]).alias(KEY).set_sorted())
     return batch
+
+
+def _codes(batch: Batch) -> np.ndarray:
+    """The key codes of an arranged batch (sorted)."""
+    if type(batch) is Rows:
+        return np.asarray(R.codes_of(batch), dtype=np.int64)
+    return batch.get_column(KEY).to_numpy()
+
+
+def _slice(batch: Batch, lo: int, hi: int) -> Batch:
+    if type(batch) is Rows:
+        return batch.like(batch.rows[lo:hi])
+    return batch.slice(lo, hi - lo)
 
 
 def shares_key(batch: pl.DataFrame, keys: Sequence[str]) -> bool:

@@ -373,6 +373,12 @@ class ColumnCache:
                 for a in self.arrays]
         return Rows(self.schema, list(zip(*cols, strict=True)))
 
+    def take_range(self, lo: int, hi: int) -> Rows:
+        """Rows ``lo`` to ``hi`` (a slice: cheaper than gathering the same positions)."""
+        cols = [a[lo:hi].tolist() if isinstance(a, np.ndarray) else a.slice(lo, hi - lo).to_list()
+                for a in self.arrays]
+        return Rows(self.schema, list(zip(*cols, strict=True)))
+
 
 def lookup_frame(f: pl.DataFrame, codes: Any, limit: int) -> Rows | pl.DataFrame | None:
     """:func:`lookup` on a large arranged frame; rows when at most ``limit`` match, else
@@ -389,6 +395,11 @@ def lookup_frame(f: pl.DataFrame, codes: Any, limit: int) -> Rows | pl.DataFrame
     col = cache.keys
     lo = np.searchsorted(col, codes, side="left")
     hi = np.searchsorted(col, codes, side="right")
+    if len(lo) == 1:  # one key (a small update's usual lookup): its rows are one slice
+        first, last = int(lo[0]), int(hi[0])
+        if last - first > limit:
+            return None
+        return cache.take_range(first, last) if last > first else Rows(cache.schema, [])
     counts = hi - lo
     total = int(counts.sum())
     if total > limit:
