@@ -29,7 +29,7 @@ through the runtime's kernels (``arrange``, ``merge``, ``lookup``, ``height``).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from ddflow.lattice import Time, TimeType
 
@@ -42,6 +42,13 @@ class BatchKernels(Protocol):
     def lookup(self, batch: Any, codes: Any) -> Any: ...
     def concat(self, batches: Sequence[Any]) -> Any: ...
     def height(self, batch: Any) -> int: ...
+
+
+class CuttingKernels(BatchKernels, Protocol):
+    """Kernels that can merge batches in steps, a range of keys at a time."""
+
+    def merge_cut(self, a: Any, b: Any, start: Any, rows: int) -> tuple[Any, Any, Any]: ...
+    def merge_pieces(self, pieces: Sequence[Any], keys: Sequence[str]) -> Any: ...
 
 
 #: merges of at least this many updates are done in steps (:class:`Merging`)
@@ -67,7 +74,7 @@ class Merging:
 
     def work(self, spine: Spine, fuel: int, finish: bool = False) -> None:
         """Spend ``fuel`` (every update with ``finish``) merging ranges of keys."""
-        k = spine.kernels
+        k = cast(CuttingKernels, spine.kernels)
         self.fuel += fuel
         while not self.done and (finish or self.fuel >= FUEL_CHUNK):
             rows = self.size if finish else self.fuel
@@ -80,7 +87,7 @@ class Merging:
             self.done = self.start is None
 
     def result(self, spine: Spine) -> Any:
-        return spine.kernels.merge_pieces(self.pieces, spine.keys)
+        return cast(CuttingKernels, spine.kernels).merge_pieces(self.pieces, spine.keys)
 
 
 class Spine:

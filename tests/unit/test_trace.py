@@ -11,11 +11,11 @@ import polars as pl
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from ddflow import trace
 from ddflow.kernels import local as L
 from ddflow.kernels.local import LocalKernels
 from ddflow.kernels.local_rows import frame as as_frame
 from ddflow.lattice import TimeType
-from ddflow import trace
 from ddflow.trace import Spine
 
 TT = TimeType(("product", "product"))

@@ -362,8 +362,7 @@ class LocalKernels:
                 and sum(b.height for b in batches) <= self.small_rows):
             merged = self.concat(batches)
             return R.arrange(R.consolidate(R.advance(merged, tt, since), sums), ())
-        merged = self.concat([frame(b) for b in batches])
-        merged = self.advance(merged, tt, since)
+        merged = frame(self.advance(self.concat([frame(b) for b in batches]), tt, since))
         if keys and shares_key(merged, keys):
             # the key code is a copy of the key column: summed without it (a column less to
             # pack and gather), then put back
@@ -396,12 +395,12 @@ class LocalKernels:
         eb = len(kb) if cut is None else int(np.searchsorted(kb, cut, side="left"))
         return _slice(a, ia, ea), _slice(b, ib, eb), cut
 
-    def merge_pieces(self, pieces: Sequence[Batch], keys: Sequence[str]) -> Batch:
+    def merge_pieces(self, pieces: Sequence[Batch], keys: Sequence[str]) -> Any:
         """The ranges a merge in steps produced, in order, as one arranged batch."""
         if not pieces:
             return self._small(pl.DataFrame())
         merged = self.concat([frame(p) for p in pieces]) if len(pieces) > 1 else pieces[0]
-        if type(merged) is Rows:
+        if isinstance(merged, Rows):
             return merged
         return self._small(share_key(merged.rechunk(), keys))
 
@@ -687,13 +686,13 @@ def share_key(batch: pl.DataFrame, keys: Sequence[str]) -> pl.DataFrame:
 
 def _codes(batch: Batch) -> np.ndarray:
     """The key codes of an arranged batch (sorted)."""
-    if type(batch) is Rows:
+    if isinstance(batch, Rows):
         return np.asarray(R.codes_of(batch), dtype=np.int64)
     return batch.get_column(KEY).to_numpy()
 
 
 def _slice(batch: Batch, lo: int, hi: int) -> Batch:
-    if type(batch) is Rows:
+    if isinstance(batch, Rows):
         return batch.like(batch.rows[lo:hi])
     return batch.slice(lo, hi - lo)
 
