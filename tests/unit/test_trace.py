@@ -46,6 +46,29 @@ def trace_accumulation(s, key, u):
     return accumulation(got.select(["k", "v", "__t0", "__t1", "__diff"]).iter_rows(), key, u)
 
 
+def insert_in_parts(s, rows, cuts):
+    """Insert ``rows`` into the spine in consecutive parts of the sizes ``cuts`` (cycled),
+    yielding after each part the number of rows inserted so far."""
+    start = 0
+    for c in itertools.cycle(cuts):
+        part = rows[start:start + c]
+        if not part:
+            return
+        b = batch(part)
+        s.insert(b, b.height)
+        start += c
+        yield start
+
+
+def assert_every_accumulation(s, rows):
+    """Every key's accumulation in the trace, at every time in advance of its ``since``, is
+    that of ``rows``."""
+    for key in range(5):
+        for u in itertools.product(range(5), range(5)):
+            if any(TT.less_equal(f, u) for f in s.since):
+                assert trace_accumulation(s, key, u) == accumulation(rows, key, u), (key, u)
+
+
 updates = st.lists(
     st.tuples(st.integers(0, 4), st.integers(0, 2), st.integers(0, 3), st.integers(0, 3),
               st.sampled_from([-1, 1])),
@@ -59,21 +82,10 @@ updates = st.lists(
 def test_compaction_keeps_every_accumulation_in_advance_of_since(rows, cuts, since):
     s = spine()
     h = s.handle()
-    start = 0
-    for c in itertools.cycle(cuts):
-        part = rows[start:start + c]
-        if not part:
-            break
-        b = batch(part)
-        s.insert(b, b.height)
-        start += c
+    list(insert_in_parts(s, rows, cuts))
     h.set_since(since)
     s.compact()
-    frontier = s.since
-    for key in range(5):
-        for u in itertools.product(range(5), range(5)):
-            if any(TT.less_equal(f, u) for f in frontier):
-                assert trace_accumulation(s, key, u) == accumulation(rows, key, u)
+    assert_every_accumulation(s, rows)
 
 
 def test_lookup_returns_only_the_keys_asked_for():
@@ -143,32 +155,16 @@ def test_merges_in_steps_keep_every_accumulation(rows, cuts, since, fuel, chunk,
     after every insert, every key's accumulation at every time in advance of ``since`` equals
     that of the updates inserted, read while merges are in progress and after."""
     s = Spine(K, TT, ["k"], batch([]), fueled_rows=2)
-    h = s.handle()
-    h.set_since(since)
-    frontier = s.since
+    s.handle().set_since(since)
     limits = trace.FUEL, trace.FUEL_CHUNK
     trace.FUEL, trace.FUEL_CHUNK = fuel, chunk
     try:
-        start, seen = 0, 0
-        for c in itertools.cycle(cuts):
-            part = rows[start:start + c]
-            if not part:
-                break
-            b = batch(part)
-            s.insert(b, b.height)
-            start += c
-            seen += sum(type(x) is trace.Merging for x in s.batches)
-            for key in range(5):
-                for u in itertools.product(range(5), range(5)):
-                    if any(TT.less_equal(f, u) for f in frontier):
-                        assert trace_accumulation(s, key, u) == accumulation(rows[:start], key, u)
+        for start in insert_in_parts(s, rows, cuts):
+            assert_every_accumulation(s, rows[:start])
         if compact:
             s.compact()
             assert not any(type(x) is trace.Merging for x in s.batches)
-        for key in range(5):
-            for u in itertools.product(range(5), range(5)):
-                if any(TT.less_equal(f, u) for f in frontier):
-                    assert trace_accumulation(s, key, u) == accumulation(rows, key, u)
+        assert_every_accumulation(s, rows)
     finally:
         trace.FUEL, trace.FUEL_CHUNK = limits
 

@@ -411,7 +411,7 @@ class LocalKernels:
             return R.lookup(batch, codes)
         if batch.height == 0 or len(codes) == 0:
             return batch.clear()
-        if len(codes) * LOOKUP_SCAN >= batch.height >= 65_536:
+        if len(codes) * LOOKUP_SCAN >= batch.height >= LOOKUP_SCAN_ROWS:
             # keys by the tens of thousands (a first epoch's reduce reads every key): one
             # hashed pass over the batch costs less than a binary search and a gather per key
             return batch.filter(pl.col(KEY).is_in(pl.Series(codes, dtype=pl.Int64).implode()))
@@ -577,8 +577,10 @@ def accumulate(
 #: frames of at least this many rows are summed by sorting a packed code (:func:`grouped_sums`)
 PACKED_SUM_ROWS = 50_000
 
-#: a lookup of at least one key per this many rows of a large batch filters the whole batch
+#: a lookup of at least one key per this many rows of a batch of at least LOOKUP_SCAN_ROWS
+#: rows filters the whole batch (one hashed pass) instead of searching key by key
 LOOKUP_SCAN = 64
+LOOKUP_SCAN_ROWS = 65_536
 
 #: packed codes falling at most this many times from one row to the next are a few sorted runs
 #: (a merge of arranged batches): a stable sort merges the runs in about linear time, where a
