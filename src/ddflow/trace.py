@@ -201,9 +201,9 @@ class Spine:
         if not self.batches:
             return self.empty
         k = self.kernels
-        return k.concat([k.lookup(p, codes) for p in self._parts()])
+        return k.concat([k.lookup(p, codes) for p in self.parts()])
 
-    def _parts(self) -> list[Any]:
+    def parts(self) -> list[Any]:
         """The batches, with the two halves of each merge in progress."""
         parts: list[Any] = []
         for b in self.batches:
@@ -214,7 +214,7 @@ class Spine:
         """Every update of the trace (for tests and debugging)."""
         if not self.batches:
             return self.empty
-        return self.kernels.concat(self._parts())
+        return self.kernels.concat(self.parts())
 
     def __len__(self) -> int:
         """The number of updates the trace holds."""

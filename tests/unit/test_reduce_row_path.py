@@ -4,8 +4,10 @@ function gives the same corrections, dtypes included."""
 
 from __future__ import annotations
 
+from itertools import pairwise
 from typing import Any
 
+import numpy as np
 import polars as pl
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -13,13 +15,13 @@ from polars.testing import assert_frame_equal
 
 from ddflow.kernels import local_reduce
 from ddflow.kernels.local import DIFF, KEY, LocalKernels
-from ddflow.kernels.local_rows import frame as as_frame
 from ddflow.kernels.local_reduce import (
     interesting_times,
     reduce_evaluate,
     reduce_prepare,
     time_queries,
 )
+from ddflow.kernels.local_rows import frame as as_frame
 from ddflow.lattice import TimeType
 from ddflow.operators.reduce import ReduceSpec
 
@@ -161,3 +163,131 @@ def test_interesting_times_and_queries_rows_equal_columnar(case, cut):
         q_columnar = as_frame(time_queries(pending, tt, small_rows=-1))
         assert q_rows.schema == q_columnar.schema
         assert sorted(q_rows.iter_rows(), key=repr) == sorted(q_columnar.iter_rows(), key=repr)
+
+
+BOUNDED_SPECS = [
+    ReduceSpec.of("agg", ["k"], aggs=[("lo", "min", "v")], out_types={"lo": I64}),
+    ReduceSpec.of("agg", ["k"], aggs=[("hi", "max", "v")], out_types={"hi": I64}),
+]
+
+
+@st.composite
+def bounded_cases(draw: st.DrawFn) -> tuple[ReduceSpec, TimeType, Any, Any, Any]:
+    """One query per key, histories of integer values with retractions, and output histories
+    that often hold one row of multiplicity 1 per key (the bound), sometimes not."""
+    spec = draw(st.sampled_from(BOUNDED_SPECS))
+    tt = draw(st.sampled_from([TimeType(("product",)), TimeType(("product", "product"))]))
+    tcols = tt.columns()
+    k = LocalKernels()
+    rows = draw(st.lists(st.tuples(st.integers(0, 4), st.integers(-3, 3), times(tt),
+                                   st.sampled_from([1, 1, 2, -1])), min_size=1, max_size=40))
+    raw = pl.DataFrame([(a, v, *t, d) for a, v, t, d in rows], orient="row",
+                       schema={"k": I64, "v": I64, **{c: I64 for c in tcols}, DIFF: I64})
+    history = k.arrange(reduce_prepare(spec, raw, tt), spec.keys)
+    (name,) = spec.outputs
+    out_rows = draw(st.lists(st.tuples(st.integers(0, 4), st.integers(-3, 3), times(tt),
+                                       st.sampled_from([1, 1, 1, -1])), max_size=10))
+    out_history = k.arrange(pl.DataFrame(
+        [(a, x, *t, d) for a, x, t, d in out_rows], orient="row",
+        schema={"k": I64, name: I64, **{c: I64 for c in tcols}, DIFF: I64}), spec.keys)
+    qkeys = draw(st.lists(st.integers(0, 5), unique=True, min_size=1, max_size=6))
+    qtimes = [draw(times(tt)) for _ in qkeys]
+    queries = pl.DataFrame([(a, a, *t) for a, t in zip(qkeys, qtimes, strict=True)], orient="row",
+                           schema={KEY: I64, "k": I64, **{c: I64 for c in tcols}})
+    return spec, tt, queries, history, out_history
+
+
+def evaluate_with(bounded: Any, spec: ReduceSpec, tt: TimeType, queries: Any, history: Any,
+                  out_history: Any) -> pl.DataFrame:
+    """The columnar evaluation with ``_extreme_by_bound`` replaced by ``bounded``, tried on
+    histories of any size and taken whatever share of them is below the bounds."""
+    saved = (local_reduce._extreme_by_bound, local_reduce.BOUNDED_ROWS,
+             local_reduce.BOUNDED_SHARE)
+    local_reduce._extreme_by_bound = bounded
+    local_reduce.BOUNDED_ROWS, local_reduce.BOUNDED_SHARE = 0, 1.0
+    try:
+        return consolidated(as_frame(
+            reduce_evaluate(spec, queries, history, out_history, tt, small_rows=-1)))
+    finally:
+        (local_reduce._extreme_by_bound, local_reduce.BOUNDED_ROWS,
+         local_reduce.BOUNDED_SHARE) = saved
+
+
+@settings(max_examples=400, deadline=None)
+@given(case=bounded_cases())
+def test_bounded_min_max_equals_the_general_path(case):
+    """The evaluation of a min (max) that sums a key's values only up to (down to) its
+    current output, counting the rest, against the general path that sums every value."""
+    spec, tt, queries, history, out_history = case
+    general = evaluate_with(lambda *a: None, spec, tt, queries, history, out_history)
+    real = local_reduce._extreme_by_bound
+    taken: list[bool] = []
+
+    def spy(*args: Any) -> Any:
+        result = real(*args)
+        taken.append(result is not None)
+        return result
+
+    bounded = evaluate_with(spy, spec, tt, queries, history, out_history)
+    assert taken == [True]  # the bounded path ran
+    assert_frame_equal(bounded, general, check_exact=True)
+
+
+@settings(max_examples=400, deadline=None)
+@given(case=bounded_cases(), cuts=st.lists(st.integers(0, 40), max_size=3),
+       by_value=st.lists(st.booleans(), min_size=4, max_size=4), heavy=st.integers(1, 3))
+def test_indexed_history_equals_the_updates_it_indexes(case, cuts, by_value, heavy):
+    """The history of the queried keys read through batch indexes (:mod:`local_index`: times
+    and counts from per-(key, time) summaries of the heavy keys, values up to a bound from the
+    front of a key's rows where the batch is sorted by value) against the same updates read
+    whole: the evaluation (bounded path, then the general path on every update) and the
+    interesting times."""
+    from ddflow.kernels import local, local_index
+
+    spec, tt, queries, history, out_history = case
+    k = LocalKernels()
+    tcols = tt.columns()
+    (value,) = spec.values
+    # the history cut into arranged batches; some sorted by value within each key
+    bounds = sorted({min(c, history.height) for c in cuts} | {0, history.height})
+    parts = []
+    for i, (lo, hi) in enumerate(pairwise(bounds)):
+        part = history.slice(lo, hi - lo).sort(KEY)
+        if by_value[i % 4]:
+            part = part.sort([KEY, value, *tcols])
+        parts.append(part)
+    codes = np.unique(queries.get_column(KEY).to_numpy())
+    saved = local_index.INDEXED_ROWS, local_index.HEAVY_ROWS, local.LOOKUP_SCAN
+    local_index.INDEXED_ROWS, local_index.HEAVY_ROWS, local.LOOKUP_SCAN = 1, heavy, 0
+    try:
+        indexed = k.indexed_history(parts, codes, spec.keys, tt)
+        if indexed is None:  # no queried key has `heavy` updates in a batch: nothing to index
+            assert not any(p.filter(pl.col(KEY).is_in(codes.tolist())).group_by(KEY).len()
+                           .filter(pl.col("len") >= heavy).height for p in parts)
+            return
+        whole = pl.concat(parts)
+
+        def evaluate(h: Any) -> pl.DataFrame:
+            return consolidated(as_frame(
+                reduce_evaluate(spec, queries, h, out_history, tt, small_rows=-1)))
+
+        real = local_reduce._extreme_by_bound
+        taken: list[bool] = []
+
+        def spy(*args: Any) -> Any:
+            result = real(*args)
+            taken.append(isinstance(args[2], local_index.IndexedHistory) and result is not None)
+            return result
+
+        local_reduce._extreme_by_bound = spy
+        try:
+            through_index = evaluate(indexed)
+        finally:
+            local_reduce._extreme_by_bound = real
+        assert taken == [True]  # the bounded path read the indexes
+        assert_frame_equal(through_index, evaluate(whole), check_exact=True)
+        new = queries.select([KEY, "k", *tcols])
+        assert (as_sets(local_reduce.interesting_times(new, indexed, tt, spec.keys, -1))
+                == as_sets(local_reduce.interesting_times(new, whole, tt, spec.keys, -1)))
+    finally:
+        local_index.INDEXED_ROWS, local_index.HEAVY_ROWS, local.LOOKUP_SCAN = saved

@@ -184,7 +184,7 @@ def test_a_long_trace_merges_in_steps_and_stays_geometric():
         in_progress += any(type(x) is trace.Merging for x in s.batches)
     assert in_progress > 0
     assert len(s.batches) < 20
-    for part in s._parts():
+    for part in s.parts():
         codes = as_frame(part).get_column("__key").to_list()
         assert codes == sorted(codes)
     for key in range(40):

@@ -510,6 +510,15 @@ class LocalKernels:
 
         return interesting_times(new, history, tt, keys, self.reduce_rows)
 
+    def indexed_history(self, parts: Sequence[Any], codes: Any, keys: Sequence[str],
+                        tt: TimeType) -> Any:
+        """The updates of the keys ``codes`` in the batches ``parts`` of a min/max reduce's
+        input, read through the indexes of large batches (:mod:`local_index`); None where
+        no batch is worth it (then the caller looks up as usual)."""
+        from ddflow.kernels.local_index import IndexedHistory
+
+        return IndexedHistory.read(self, parts, codes, keys, tt)
+
     def minmax_unchanged(self, spec: Any, new: pl.DataFrame, out_history: pl.DataFrame,
                          tt: TimeType) -> Batch:
         from ddflow.kernels.local_reduce import minmax_unchanged

@@ -29,6 +29,7 @@ from ddflow.kernels.local import (
     le_expr,
     time_columns,
 )
+from ddflow.kernels.local_index import IndexedHistory, indexed_sums
 from ddflow.kernels.local_rows import Rows, as_rows, frame, iter_rows, rowable
 from ddflow.lattice import Time, TimeType
 
@@ -60,6 +61,8 @@ def interesting_times(new: pl.DataFrame, history: pl.DataFrame, tt: TimeType,
     jkeys = [KEY, *keys]
     tcols = tt.columns()
     cols = [*jkeys, *tcols]
+    if isinstance(history, IndexedHistory):
+        history = history.times(cols)  # (one row per heavy key and time)
     if new.height + history.height <= _limit(small_rows):
         return _interesting_times_rows(new, history, tt, jkeys)
     new, history = frame(new), frame(history)
@@ -375,10 +378,11 @@ def reduce_evaluate(spec: ReduceSpec, queries: pl.DataFrame, history: pl.DataFra
     :data:`SMALL_REDUCE_ROWS`) take the row-by-row path when it applies."""
     if (queries.height + history.height + out_history.height <= _limit(small_rows)
             and _rows_path_applies(spec, history)):
-        return _evaluate_rows(spec, queries, history, out_history, tt)
+        return _evaluate_rows(spec, queries, _rows_of(history), out_history, tt)
     queries, history, out_history = frame(queries), frame(history), frame(out_history)
     if history.height <= EVALUATE_SLICE_ROWS or queries.height == 0:
         return _hold(_evaluate_columnar(spec, queries, history, out_history, tt), small_rows)
+    history = frame(_rows_of(history))
     parts = [_evaluate_columnar(spec, q, h, o, tt)
              for q, h, o in _key_slices(queries, history, out_history)]
     result = pl.concat([p for p in parts if p.height] or parts[:1], how="vertical_relaxed")
@@ -390,6 +394,11 @@ def reduce_evaluate(spec: ReduceSpec, queries: pl.DataFrame, history: pl.DataFra
 #: intermediate frames (the history paired with the queries, then summed) of one slice alive
 #: at a time, not of all keys at once (the first epoch of a large graph queries every key)
 EVALUATE_SLICE_ROWS = 2_000_000
+
+
+def _rows_of(history: Any) -> Any:
+    """The updates themselves, of a history read through indexes or not."""
+    return history.rows() if isinstance(history, IndexedHistory) else history
 
 
 def _key_slices(queries: pl.DataFrame, history: pl.DataFrame, out_history: pl.DataFrame
@@ -418,19 +427,26 @@ def _evaluate_columnar(spec: ReduceSpec, queries: pl.DataFrame, history: pl.Data
     qcols = time_columns(tt, QPREFIX)
     outs = list(spec.outputs)
     q_all = queries.rename(dict(zip(tcols, qcols)))
-    acc = accumulate(history, q_all, tt, jkeys, spec.values, spec.weights)
-    desired = GROUP_FUNCTIONS[spec.kind](spec, acc, jkeys, qcols)
     out_history = out_history.select([*jkeys, *outs, *tcols, DIFF])
+    current: pl.DataFrame | None = None
     if q_all.get_column(KEY).n_unique() == q_all.height:
         ranked, rounds = q_all, 1  # one query per key: a single round
+        current = accumulate(out_history, q_all, tt, jkeys, outs)
+        desired = _extreme_by_bound(spec, q_all, history, current, tt)
     else:
         ranked = _ranked(q_all, qcols)
         rounds = int(ranked.get_column("__rank").max() or 0) + 1  # type: ignore[arg-type]
+        desired = None
+    if desired is None:
+        history = frame(_rows_of(history))
+        acc = accumulate(history, q_all, tt, jkeys, spec.values, spec.weights)
+        desired = GROUP_FUNCTIONS[spec.kind](spec, acc, jkeys, qcols)
     group = [*jkeys, *qcols, *outs]
     emitted: list[pl.DataFrame] = []
     for r in range(rounds):
         q = q_all if rounds == 1 else ranked.filter(pl.col("__rank") == r).drop("__rank")
-        current = accumulate(out_history, q, tt, jkeys, outs)
+        if current is None or r:
+            current = accumulate(out_history, q, tt, jkeys, outs)
         want = desired if rounds == 1 else desired.join(q, on=[*jkeys, *qcols], how="semi", nulls_equal=True)
         change = (
             pl.concat([want, current.with_columns(-pl.col(DIFF))], how="vertical_relaxed")
@@ -447,6 +463,122 @@ def _evaluate_columnar(spec: ReduceSpec, queries: pl.DataFrame, history: pl.Data
     if not emitted:
         return out_history.clear()
     return pl.concat(emitted, how="vertical_relaxed")
+
+
+#: the bounded evaluation of a min or max (:func:`_extreme_by_bound`) is tried on histories
+#: of at least this many rows, and taken when at most BOUNDED_SHARE of them are below the
+#: bounds (else grouping every row costs about as much)
+BOUNDED_ROWS = 50_000
+BOUNDED_SHARE = 0.25
+
+#: integer types whose values are exact as int64 (not UInt64)
+_SIGNED_SAFE = frozenset({pl.Int8, pl.Int16, pl.Int32, pl.Int64, pl.UInt8, pl.UInt16, pl.UInt32})
+
+
+def _extreme_by_bound(spec: ReduceSpec, q_all: pl.DataFrame, history: Any,
+                      current: pl.DataFrame, tt: TimeType) -> pl.DataFrame | None:
+    """The desired output of a single ``min`` (``max``) at one query per key, reading the
+    values of each key's history only up to (down to) a bound; None where it does not apply.
+
+    A key's min at a query time ``q`` is the least value whose multiplicity accumulated at
+    ``q`` is positive, and the group has an output row when its count (every multiplicity
+    summed) is positive. The bound is the key's current output at ``q`` (``current``, the
+    output accumulated there, when it is one row of multiplicity 1): only the history rows at
+    times ``<= q`` with values ``<=`` the bound are summed by value; the count is a sum of
+    diffs per query (no grouping). If a value up to the bound has a positive multiplicity, the
+    least such is the min (every smaller value's rows were summed). Otherwise the min is above
+    the bound, and those queries are evaluated by the general path. In label propagation a
+    node's new proposals rarely move its label, and the rows at or below it are a few of its
+    history. From an :class:`~ddflow.kernels.local_index.IndexedHistory` the rows above the
+    bounds are not even read (the counts come from the indexes' summaries).
+
+    It applies to an aggregate of one ``min`` or ``max`` of an integer column without nulls,
+    keyed by one ``Int64`` column without nulls (so that the key code is the key), in a
+    product order."""
+    if (spec.kind != "agg" or len(spec.aggs) != 1 or len(spec.keys) != 1 or not tt.is_product
+            or q_all.height == 0):
+        return None
+    ((name, kind, c),) = spec.aggs
+    key = spec.keys[0]
+    indexed = isinstance(history, IndexedHistory)
+    schema = history.schema
+    if (kind not in ("min", "max") or c is None or spec.values != (c,)
+            or schema[c] not in _SIGNED_SAFE or schema[key] != pl.Int64):
+        return None
+    if not indexed and history.height < BOUNDED_ROWS:
+        return None
+    frames = [history] if not indexed else (
+        [b for b, _, _ in history.indexed]
+        + ([f] if (f := history.light_frame()) is not None else []))
+    for f in frames:
+        if f.get_column(key).null_count() or f.get_column(c).null_count():
+            return None
+        if kind == "max" and f.height and f.get_column(c).min() == np.iinfo(np.int64).min:
+            return None  # (its negation below would overflow)
+    tcols, qcols = tt.columns(), time_columns(tt, QPREFIX)
+    q = q_all.sort(KEY)
+    qk = q.get_column(KEY).to_numpy()
+    qt = [q.get_column(qc).to_numpy() for qc in qcols]
+    # the bound per query: the current output when it is one row of multiplicity 1
+    sign = 1 if kind == "min" else -1
+    bounded = np.zeros(len(qk), dtype=bool)
+    bound = np.zeros(len(qk), dtype=np.int64)
+    one = current.group_by(KEY).agg(pl.len().alias("__n"), pl.col(DIFF).first(),
+                                    pl.col(name).first())
+    one = one.filter((pl.col("__n") == 1) & (pl.col(DIFF) == 1) & pl.col(name).is_not_null())
+    if one.height:
+        at = np.searchsorted(qk, one.get_column(KEY).to_numpy())
+        bounded[at] = True
+        bound[at] = one.get_column(name).cast(pl.Int64).to_numpy() * sign
+    if indexed:
+        count, (pos, value, diff) = indexed_sums(history, qk, qt, c, bound, bounded, sign)
+    else:
+        hk = history.get_column(KEY).to_numpy()
+        pos = np.minimum(np.searchsorted(qk, hk), len(qk) - 1)
+        valid = qk[pos] == hk
+        for tc, t in zip(tcols, qt, strict=True):
+            valid &= history.get_column(tc).to_numpy() <= t[pos]
+        pos = pos[valid]
+        diff = history.get_column(DIFF).to_numpy()[valid]
+        if len(diff) and int(np.abs(diff).max()) * len(diff) >= 2**53:
+            return None  # (float sums below would not be exact)
+        count = np.bincount(pos, weights=diff, minlength=len(qk))
+        value = history.get_column(c).cast(pl.Int64).to_numpy()[valid] * sign
+        below = ~bounded[pos] | (value <= bound[pos])
+        if np.count_nonzero(below) > BOUNDED_SHARE * len(below):
+            return None
+        pos, value, diff = pos[below], value[below], diff[below]
+    # sum the rows below the bounds by (query, value); per query the least value summing
+    # to a positive multiplicity
+    found = np.zeros(len(qk), dtype=bool)
+    extreme = np.zeros(len(qk), dtype=np.int64)
+    if len(pos):
+        order = np.lexsort((value, pos))
+        pos, value, diff = pos[order], value[order], diff[order]
+        starts = np.flatnonzero(np.concatenate(
+            ([True], (pos[1:] != pos[:-1]) | (value[1:] != value[:-1]))))
+        positive = np.add.reduceat(diff, starts) > 0
+        gpos, gval = pos[starts][positive], value[starts][positive]
+        if len(gpos):
+            first = np.flatnonzero(np.concatenate(([True], gpos[1:] != gpos[:-1])))
+            found[gpos[first]] = True
+            extreme[gpos[first]] = gval[first] * sign
+    # a bounded query without a positive value up to its bound: the min is above it
+    again = bounded & ~found
+    present = found & (count > 0)
+    group = [KEY, key, *qcols]
+    desired = q.filter(pl.Series(present)).select(group).with_columns(
+        pl.Series(name, extreme[present]).cast(spec.out_types[name]), _one())
+    if again.any():
+        rest = q.filter(pl.Series(again)).select(group)
+        if indexed:
+            sub = frame(history.rows(qk[again]))
+        else:
+            sub = history.join(rest.select(KEY), on=KEY, how="semi")
+        acc = accumulate(sub, rest, tt, [KEY, key], spec.values, spec.weights)
+        desired = pl.concat([desired, GROUP_FUNCTIONS[spec.kind](spec, acc, [KEY, key], qcols)],
+                            how="vertical_relaxed")
+    return desired
 
 
 def _ranked(queries: pl.DataFrame, qcols: list[str]) -> pl.DataFrame:

@@ -109,24 +109,7 @@ class ReduceOp(Operator):
 
     def schedule(self) -> None:
         k = self.kernels
-        msgs = self.pull(0)
-        if msgs:
-            new = k.concat([b for _, b in msgs])
-            if self.spec.minmax_only:
-                # an insertion above the min (below the max) changes nothing: skip its group
-                keyset = k.key_set(new)
-                skip = k.minmax_unchanged(self.spec, new, self.output.lookup(keyset), self.tt)
-                if self.pending and k.height(skip):
-                    # a key with a time still to evaluate is not settled: an output correction
-                    # there may move its min/max at times after the new ones
-                    waiting = k.concat([b for bs in self.pending.values() for b in bs])
-                    skip = k.without_keys(skip, waiting)
-                self.skipped += k.height(skip)
-                new = k.without_keys(new, skip)
-        if msgs and k.height(new):
-            history = self.input.lookup(k.key_set(new))
-            for t, keys in k.interesting_times(new, history, self.tt, self.spec.keys):
-                self.pending.setdefault(t, []).append(keys)
+        self._take_input()
         frontier = self.frontier(0)
         tt = self.tt
         ready = [t for t in self.pending if not any(tt.less_equal(f, t) for f in frontier)]
@@ -134,7 +117,7 @@ class ReduceOp(Operator):
             queries = k.time_queries({t: self.pending.pop(t) for t in ready}, tt)
             self.evaluated += k.height(queries)
             keyset = k.key_set(queries)
-            result = k.reduce_evaluate(self.spec, queries, self.input.lookup(keyset),
+            result = k.reduce_evaluate(self.spec, queries, self._history(keyset),
                                        self.output.lookup(keyset), tt)
             if k.height(result):
                 self.output.insert(k.arrange(result, self.spec.keys), k.height(result))
@@ -143,6 +126,42 @@ class ReduceOp(Operator):
         self.set_capabilities(self._minimal_pending())
         self.input_handle.set_since(frontier)
         self.output_handle.set_since(frontier)
+
+    def _take_input(self) -> None:
+        """Add the interesting times of the new input updates to ``pending``. (A method of its
+        own so that the new updates and their histories, most of the trace in a first epoch,
+        are not held through the evaluation, which looks up histories of its own.)"""
+        k = self.kernels
+        msgs = self.pull(0)
+        if not msgs:
+            return
+        new = k.concat([b for _, b in msgs])
+        if self.spec.minmax_only:
+            # an insertion above the min (below the max) changes nothing: skip its group
+            keyset = k.key_set(new)
+            skip = k.minmax_unchanged(self.spec, new, self.output.lookup(keyset), self.tt)
+            if self.pending and k.height(skip):
+                # a key with a time still to evaluate is not settled: an output correction
+                # there may move its min/max at times after the new ones
+                waiting = k.concat([b for bs in self.pending.values() for b in bs])
+                skip = k.without_keys(skip, waiting)
+            self.skipped += k.height(skip)
+            new = k.without_keys(new, skip)
+        if k.height(new):
+            history = self._history(k.key_set(new))
+            for t, keys in k.interesting_times(new, history, self.tt, self.spec.keys):
+                self.pending.setdefault(t, []).append(keys)
+
+    def _history(self, keyset: Any) -> Any:
+        """The input updates of the keys: for a min/max, through the indexes of large
+        batches where the runtime keeps them (a few rows per key and time, and the values up
+        to a bound, instead of every update of a well-connected key)."""
+        k = self.kernels
+        if self.spec.minmax_only and hasattr(k, "indexed_history"):
+            indexed = k.indexed_history(self.input.parts(), keyset, self.spec.keys, self.tt)
+            if indexed is not None:
+                return indexed
+        return self.input.lookup(keyset)
 
     def _minimal_pending(self) -> list[Time]:
         tt = self.tt

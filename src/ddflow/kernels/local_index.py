@@ -1,0 +1,329 @@
+"""Indexed reads of a min/max reduce's input history (local runtime).
+
+In label propagation a node receives a proposal from each neighbour at every iteration in
+which the neighbour's label changes, so a well-connected node's history in the reduce's input
+arrangement holds tens of thousands of updates, and every epoch that touches the node reads it
+again at each iteration. Most of that reading is not needed:
+
+* the interesting times of a key need its *times*, one row per ``(key, time)``, and whether its
+  group exists at a time needs its *count* there, the diffs summed per time;
+* a min that stays at or below a bound needs only the key's rows with values up to the bound,
+  and a merged batch is sorted by its packed code, which orders a key's rows by value (the
+  reduce's input columns are the key, the value, then the times).
+
+A large batch never changes once built, so for its *heavy* keys (at least :data:`HEAVY_ROWS`
+updates in it) a :class:`BatchIndex` sums the diffs per ``(key, time)`` once, when the batch
+is first read this way. An :class:`IndexedHistory` is the input history of a set of keys: the
+rows of light keys and of small batches, gathered as by a lookup, and the heavy keys of large
+batches read through their indexes: times and counts from the summaries, values up to a bound
+from the front of the key's rows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from ddflow.kernels.local import DIFF, KEY, LocalKernels, grouped_sums, shares_key
+from ddflow.kernels.local_rows import Rows, frame
+from ddflow.lattice import TimeType
+
+__all__ = ["HEAVY_ROWS", "INDEXED_ROWS", "BatchIndex", "IndexedHistory"]
+
+#: batches of at least this many updates are read through a :class:`BatchIndex`
+INDEXED_ROWS = 100_000
+
+#: a key with at least this many updates in a batch is read through the batch's index
+HEAVY_ROWS = 64
+
+#: interesting times' inputs of at most this many rows are given as rows
+SMALL_TIMES = 2_000
+
+
+def ranges(lo: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """The positions ``lo[i] .. lo[i] + counts[i] - 1``, concatenated."""
+    total = int(counts.sum())
+    if total == 0:
+        return np.zeros(0, dtype=np.int64)
+    starts = np.repeat(lo - np.cumsum(np.concatenate(([0], counts[:-1]))), counts)
+    return starts + np.arange(total)
+
+
+def _members(sorted_codes: np.ndarray, codes: np.ndarray) -> np.ndarray:
+    """Which of ``codes`` are in ``sorted_codes`` (sorted, unique)."""
+    if len(sorted_codes) == 0:
+        return np.zeros(len(codes), dtype=bool)
+    at = np.minimum(np.searchsorted(sorted_codes, codes), len(sorted_codes) - 1)
+    found: np.ndarray = sorted_codes[at] == codes
+    return found
+
+
+class BatchIndex:
+    """The heavy keys of a large arranged batch (sorted by key code), with the positions of
+    their rows, and their diffs summed per ``(key, time)``."""
+
+    __slots__ = (
+        "_by_value",
+        "_values",
+        "codes",
+        "heavy",
+        "hi",
+        "lo",
+        "s_codes",
+        "s_diff",
+        "s_times",
+    )
+
+    def __init__(self, batch: pl.DataFrame, tt: TimeType) -> None:
+        tcols = tt.columns()
+        codes = batch.get_column(KEY).to_numpy()
+        self.codes = codes
+        n = len(codes)
+        starts = np.flatnonzero(np.concatenate(([True], codes[1:] != codes[:-1])))
+        lengths = np.diff(np.append(starts, n))
+        heavy = lengths >= HEAVY_ROWS
+        self.heavy = codes[starts[heavy]]
+        self.lo = starts[heavy]
+        self.hi = self.lo + lengths[heavy]
+        rows = batch.select([KEY, *tcols, DIFF])[ranges(self.lo, lengths[heavy])]
+        summary = grouped_sums(rows, [KEY, *tcols], [DIFF])  # zero sums kept: still times
+        if not summary.get_column(KEY).is_sorted():
+            summary = summary.sort(KEY)
+        self.s_codes = summary.get_column(KEY).to_numpy()
+        self.s_times = [summary.get_column(c).to_numpy() for c in tcols]
+        self.s_diff = summary.get_column(DIFF).to_numpy()
+        self._by_value: dict[str, bool] = {}
+        self._values: dict[str, np.ndarray] = {}
+
+    @staticmethod
+    def of(batch: pl.DataFrame, tt: TimeType) -> BatchIndex:
+        """The batch's index, built on first use and kept with the batch."""
+        index: BatchIndex | None = getattr(batch, "_dd_index", None)
+        if index is None:
+            index = BatchIndex(batch, tt)
+            batch._dd_index = index  # type: ignore[attr-defined]
+        return index
+
+    def values(self, batch: pl.DataFrame, column: str) -> np.ndarray | None:
+        """The column as int64 if each key's rows are sorted by it (else None)."""
+        if column not in self._by_value:
+            s = batch.get_column(column)
+            ok = s.dtype.is_integer() and s.dtype != pl.UInt64 and s.null_count() == 0
+            if ok:
+                v = s.cast(pl.Int64).to_numpy()
+                c = self.codes
+                ok = bool(np.all((c[1:] != c[:-1]) | (v[1:] >= v[:-1])))
+                if ok:
+                    self._values[column] = v
+            self._by_value[column] = ok
+        return self._values.get(column)
+
+    def summary_rows(self, codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The summary rows of ``codes`` (heavy keys of this batch): their positions in the
+        summary, and for each the index of its code in ``codes``."""
+        lo = np.searchsorted(self.s_codes, codes, side="left")
+        hi = np.searchsorted(self.s_codes, codes, side="right")
+        counts = hi - lo
+        return ranges(lo, counts), np.repeat(np.arange(len(codes)), counts)
+
+    def key_rows(self, codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The first and one-past-last row of each of ``codes`` (heavy keys of this batch)."""
+        at = np.searchsorted(self.heavy, codes)
+        return self.lo[at], self.hi[at]
+
+
+class IndexedHistory:
+    """The input history of the keys ``codes`` (sorted, unique) in the trace ``parts``, read
+    through the indexes of large batches where the keys are heavy (see the module)."""
+
+    def __init__(self, kernels: LocalKernels, tt: TimeType, keys: Sequence[str],
+                 codes: np.ndarray, light: Any, indexed: list[tuple[pl.DataFrame, BatchIndex,
+                                                                      np.ndarray]],
+                 schema: dict[str, Any]) -> None:
+        self.kernels = kernels
+        self.tt = tt
+        self.keys = list(keys)
+        self.codes = codes
+        #: the updates read as by a lookup (None: none)
+        self.light = light
+        #: (batch, its index, the keys of this history heavy in it)
+        self.indexed = indexed
+        self.schema = schema
+
+    @staticmethod
+    def read(kernels: LocalKernels, parts: Sequence[Any], codes: Any, keys: Sequence[str],
+             tt: TimeType) -> IndexedHistory | None:
+        """The history of ``codes`` (sorted, unique) in the trace ``parts``; None when no key
+        is heavy in a large batch, or the keys are many (a first epoch reads every key, and
+        every row anyway): then a lookup does as well."""
+        from ddflow.kernels.local import LOOKUP_SCAN
+
+        codes = np.asarray(codes, dtype=np.int64)
+        large = [type(p) is pl.DataFrame and p.height >= INDEXED_ROWS
+                 and len(codes) * LOOKUP_SCAN < p.height and shares_key(p, keys)
+                 for p in parts]
+        if not any(large):
+            return None
+        hits = [_members(BatchIndex.of(p, tt).heavy, codes) if big else None
+                for p, big in zip(parts, large, strict=True)]
+        if not any(h is not None and h.any() for h in hits):
+            return None
+        light: list[Any] = []
+        indexed = []
+        for p, hit in zip(parts, hits, strict=True):
+            if hit is None or not hit.any():
+                light.append(kernels.lookup(p, codes))
+                continue
+            indexed.append((p, BatchIndex.of(p, tt), codes[hit]))
+            if not hit.all():
+                light.append(kernels.lookup(p, codes[~hit]))
+        return IndexedHistory(kernels, tt, keys, codes, kernels.concat(light) if light else None,
+                              indexed, dict(parts[0].schema))
+
+    @property
+    def height(self) -> int:
+        """The number of updates of these keys."""
+        n = 0 if self.light is None else self.kernels.height(self.light)
+        for _, index, codes in self.indexed:
+            lo, hi = index.key_rows(codes)
+            n += int((hi - lo).sum())
+        return n
+
+    def light_frame(self) -> pl.DataFrame | None:
+        return None if self.light is None else frame(self.light)
+
+    def rows(self, codes: np.ndarray | None = None) -> Any:
+        """Every update of the keys (of ``codes``, a sorted subset, if given)."""
+        k = self.kernels
+        parts = []
+        if self.light is not None:
+            light = self.light
+            if codes is not None:
+                light = frame(light)
+                light = light.filter(pl.col(KEY).is_in(pl.Series(codes).implode()))
+            parts.append(light)
+        for batch, _, heavy in self.indexed:
+            want = heavy if codes is None else heavy[_members(codes, heavy)]
+            if len(want):
+                parts.append(k.lookup(batch, want))
+        if not parts:
+            return pl.DataFrame(schema=self.schema)
+        return k.concat(parts)
+
+    def times(self, cols: Sequence[str]) -> Any:
+        """``cols`` (the key code, the key, the times) of every update of the keys, one row per
+        ``(key, time)`` at least (for interesting times); rows when few."""
+        tcols = self.tt.columns()
+        key = self.keys[0]
+        heavy = []
+        for _, index, codes in self.indexed:
+            at, _ = index.summary_rows(codes)
+            heavy.append((index.s_codes[at], [t[at] for t in index.s_times]))
+        schema = {c: self.schema[c] for c in cols}
+        light = self.light
+        n = sum(len(c) for c, _ in heavy) + (0 if light is None else self.kernels.height(light))
+        if n <= SMALL_TIMES and list(cols) == [KEY, key, *tcols]:
+            rows: list[tuple[Any, ...]] = []
+            if light is not None:
+                rows = (light.project(list(cols)).rows if type(light) is Rows
+                        else light.select(list(cols)).rows())
+            for codes, times in heavy:
+                c = codes.tolist()
+                rows.extend(zip(c, c, *(t.tolist() for t in times), strict=True))
+            return Rows(schema, rows)
+        parts = [] if light is None else [frame(light).select(list(cols))]
+        for codes, times in heavy:
+            data = {KEY: codes, key: codes}
+            data.update(dict(zip(tcols, times, strict=True)))
+            parts.append(pl.DataFrame(data, schema=schema).select(list(cols)))
+        return pl.concat(parts) if len(parts) > 1 else parts[0]
+
+
+def indexed_sums(history: IndexedHistory, qk: np.ndarray, qt: Sequence[np.ndarray],
+                 column: str, bound: np.ndarray, bounded: np.ndarray, sign: int
+                 ) -> tuple[np.ndarray, tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """For queries ``qk`` (sorted key codes) at times ``qt`` with bounds (``bound``, of the
+    values times ``sign``, where ``bounded``): each query's count (every diff at a time
+    ``<=`` the query's) and the rows to sum by value (query position, value times
+    ``sign``, diff): at times ``<=`` the query's, and up to the bound where bounded."""
+    count = np.zeros(len(qk), dtype=np.int64)
+    pos_parts, val_parts, diff_parts = [], [], []
+    light = history.light_frame()
+    tcols = history.tt.columns()
+    if light is not None and light.height:
+        pos, valid = _positions(qk, qt, light.get_column(KEY).to_numpy(),
+                                [light.get_column(c).to_numpy() for c in tcols])
+        diff = light.get_column(DIFF).to_numpy()[valid]
+        np.add.at(count, pos, diff)
+        value = light.get_column(column).cast(pl.Int64).to_numpy()[valid] * sign
+        below = ~bounded[pos] | (value <= bound[pos])
+        pos_parts.append(pos[below])
+        val_parts.append(value[below])
+        diff_parts.append(diff[below])
+    for batch, index, heavy in history.indexed:
+        qpos = np.searchsorted(qk, heavy)
+        # the count, from the summary
+        at, owner = index.summary_rows(heavy)
+        p = qpos[owner]
+        ok = np.ones(len(at), dtype=bool)
+        for t, q in zip(index.s_times, qt, strict=True):
+            ok &= t[at] <= q[p]
+        np.add.at(count, p[ok], index.s_diff[at][ok])
+        # the rows up to each bound: a prefix of the key's rows (a suffix for a max)
+        lo, hi = index.key_rows(heavy)
+        values = index.values(batch, column)
+        if values is not None:
+            b = bounded[qpos]
+            cut = _cut(values, lo, hi, bound[qpos] * sign, sign)
+            if sign > 0:
+                hi = np.where(b, cut, hi)
+            else:
+                lo = np.where(b, cut, lo)
+        else:
+            values = batch.get_column(column).cast(pl.Int64).to_numpy()
+        rows = ranges(lo, hi - lo)
+        owner = np.repeat(np.arange(len(heavy)), hi - lo)
+        p = qpos[owner]
+        ok = np.ones(len(rows), dtype=bool)
+        for c, q in zip(tcols, qt, strict=True):
+            ok &= batch.get_column(c).to_numpy()[rows] <= q[p]
+        value = values[rows][ok] * sign
+        p = p[ok]
+        below = ~bounded[p] | (value <= bound[p])
+        pos_parts.append(p[below])
+        val_parts.append(value[below])
+        diff_parts.append(batch.get_column(DIFF).to_numpy()[rows][ok][below])
+    return count, (np.concatenate(pos_parts) if pos_parts else np.zeros(0, dtype=np.int64),
+                   np.concatenate(val_parts) if val_parts else np.zeros(0, dtype=np.int64),
+                   np.concatenate(diff_parts) if diff_parts else np.zeros(0, dtype=np.int64))
+
+
+def _positions(qk: np.ndarray, qt: Sequence[np.ndarray], codes: np.ndarray,
+               times: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """For rows of key ``codes`` at ``times``: the position of each row's query in ``qk``
+    (sorted), for the rows whose key is queried at a time ``>=`` the row's; and that mask."""
+    pos = np.minimum(np.searchsorted(qk, codes), len(qk) - 1)
+    valid = qk[pos] == codes
+    for t, q in zip(times, qt, strict=True):
+        valid &= t <= q[pos]
+    return pos[valid], valid
+
+
+def _cut(values: np.ndarray, lo: np.ndarray, hi: np.ndarray, bound: np.ndarray,
+         sign: int) -> np.ndarray:
+    """In each range ``lo..hi`` of ``values`` (sorted ascending in the range): the first
+    position whose value is above ``bound`` (``sign`` 1), or the first not below it (-1)."""
+    a, b = lo.copy(), hi.copy()
+    last = len(values) - 1
+    while True:
+        open_ = a < b
+        if not open_.any():
+            return a
+        m = (a + b) // 2
+        v = values[np.minimum(m, last)]
+        right = open_ & ((v <= bound) if sign > 0 else (v < bound))
+        a = np.where(right, m + 1, a)
+        b = np.where(open_ & ~right, m, b)
