@@ -28,7 +28,8 @@ import numpy as np
 import polars as pl
 
 from ddflow.kernels.local import DIFF, KEY, LocalKernels, grouped_sums, shares_key
-from ddflow.kernels.local_rows import Rows, frame
+from ddflow.kernels.local_rows import ColumnCache, Rows, rowable
+from ddflow.kernels.local_rows import lookup as lookup_rows
 from ddflow.lattice import TimeType
 
 __all__ = ["HEAVY_ROWS", "INDEXED_ROWS", "BatchIndex", "IndexedHistory"]
@@ -59,6 +60,55 @@ def _members(sorted_codes: np.ndarray, codes: np.ndarray) -> np.ndarray:
     at = np.minimum(np.searchsorted(sorted_codes, codes), len(sorted_codes) - 1)
     found: np.ndarray = sorted_codes[at] == codes
     return found
+
+
+def gather(requests: Sequence[tuple[Any, np.ndarray]], schema: dict[str, Any]
+           ) -> pl.DataFrame:
+    """The updates of the keys ``codes`` of each ``(batch, codes)`` of a trace, as one frame:
+    gathered from NumPy views of a large frame's columns (:class:`ColumnCache`), taken from
+    the tuples of a small batch, put in Polars once (a lookup per batch would give rows or
+    frames, converted when concatenated)."""
+    names = list(schema)
+    rows: list[tuple[Any, ...]] = []
+    pieces: dict[str, list[Any]] = {n: [] for n in names}
+    frames: list[pl.DataFrame] = []
+    for batch, codes in requests:
+        if type(batch) is Rows:
+            rows.extend(lookup_rows(batch, codes).rows)
+            continue
+        if batch.height == 0:
+            continue
+        cache: ColumnCache | bool | None = getattr(batch, "_dd_columns", None)
+        if cache is None:  # (made as a lookup makes it: NumPy views of the columns)
+            cache = ColumnCache(batch) if rowable(dict(batch.schema)) else False
+            batch._dd_columns = cache
+        keys = cache.keys if isinstance(cache, ColumnCache) else batch.get_column(KEY).to_numpy()
+        lo = np.searchsorted(keys, codes, side="left")
+        idx = ranges(lo, np.searchsorted(keys, codes, side="right") - lo)
+        if len(idx) == 0:
+            continue
+        if not isinstance(cache, ColumnCache):
+            frames.append(batch[idx].select(names))
+            continue
+        for name, column in zip(batch.columns, cache.arrays, strict=True):
+            pieces[name].append(column[idx] if isinstance(column, np.ndarray)
+                                else column.gather(idx))
+    if pieces[names[0]]:
+        frames.append(pl.DataFrame(
+            [_joined(name, pieces[name], schema[name]) for name in names]))
+    if rows:
+        frames.append(pl.DataFrame(rows, schema=schema, orient="row"))
+    if not frames:
+        return pl.DataFrame(schema=schema)
+    return pl.concat(frames) if len(frames) > 1 else frames[0]
+
+
+def _joined(name: str, pieces: list[Any], dtype: Any) -> pl.Series:
+    if all(isinstance(p, np.ndarray) for p in pieces):
+        return pl.Series(name, np.concatenate(pieces) if len(pieces) > 1 else pieces[0],
+                         dtype=dtype)
+    return pl.concat([p.alias(name) if isinstance(p, pl.Series)
+                      else pl.Series(name, p, dtype=dtype) for p in pieces])
 
 
 class BatchIndex:
@@ -140,14 +190,14 @@ class IndexedHistory:
     through the indexes of large batches where the keys are heavy (see the module)."""
 
     def __init__(self, kernels: LocalKernels, tt: TimeType, keys: Sequence[str],
-                 codes: np.ndarray, light: Any, indexed: list[tuple[pl.DataFrame, BatchIndex,
-                                                                      np.ndarray]],
+                 codes: np.ndarray, light: pl.DataFrame,
+                 indexed: list[tuple[pl.DataFrame, BatchIndex, np.ndarray]],
                  schema: dict[str, Any]) -> None:
         self.kernels = kernels
         self.tt = tt
         self.keys = list(keys)
         self.codes = codes
-        #: the updates read as by a lookup (None: none)
+        #: the updates read whole: of small batches, and of the keys light in large ones
         self.light = light
         #: (batch, its index, the keys of this history heavy in it)
         self.indexed = indexed
@@ -171,47 +221,37 @@ class IndexedHistory:
                 for p, big in zip(parts, large, strict=True)]
         if not any(h is not None and h.any() for h in hits):
             return None
-        light: list[Any] = []
+        light: list[tuple[Any, np.ndarray]] = []
         indexed = []
         for p, hit in zip(parts, hits, strict=True):
             if hit is None or not hit.any():
-                light.append(kernels.lookup(p, codes))
+                light.append((p, codes))
                 continue
             indexed.append((p, BatchIndex.of(p, tt), codes[hit]))
             if not hit.all():
-                light.append(kernels.lookup(p, codes[~hit]))
-        return IndexedHistory(kernels, tt, keys, codes, kernels.concat(light) if light else None,
-                              indexed, dict(parts[0].schema))
+                light.append((p, codes[~hit]))
+        schema = dict(parts[0].schema)
+        return IndexedHistory(kernels, tt, keys, codes, gather(light, schema), indexed, schema)
 
     @property
     def height(self) -> int:
         """The number of updates of these keys."""
-        n = 0 if self.light is None else self.kernels.height(self.light)
+        n = self.light.height
         for _, index, codes in self.indexed:
             lo, hi = index.key_rows(codes)
             n += int((hi - lo).sum())
         return n
 
-    def light_frame(self) -> pl.DataFrame | None:
-        return None if self.light is None else frame(self.light)
-
-    def rows(self, codes: np.ndarray | None = None) -> Any:
+    def rows(self, codes: np.ndarray | None = None) -> pl.DataFrame:
         """Every update of the keys (of ``codes``, a sorted subset, if given)."""
-        k = self.kernels
-        parts = []
-        if self.light is not None:
-            light = self.light
-            if codes is not None:
-                light = frame(light)
-                light = light.filter(pl.col(KEY).is_in(pl.Series(codes).implode()))
-            parts.append(light)
-        for batch, _, heavy in self.indexed:
-            want = heavy if codes is None else heavy[_members(codes, heavy)]
-            if len(want):
-                parts.append(k.lookup(batch, want))
-        if not parts:
-            return pl.DataFrame(schema=self.schema)
-        return k.concat(parts)
+        light = self.light
+        if codes is not None:
+            light = light.filter(pl.col(KEY).is_in(pl.Series(codes, dtype=pl.Int64).implode()))
+        heavy = [(batch, want) for batch, _, keys in self.indexed
+                 if len(want := keys if codes is None else keys[_members(codes, keys)])]
+        if not heavy:
+            return light
+        return pl.concat([light, gather(heavy, self.schema).select(light.columns)])
 
     def times(self, cols: Sequence[str]) -> Any:
         """``cols`` (the key code, the key, the times) of every update of the keys, one row per
@@ -223,18 +263,15 @@ class IndexedHistory:
             at, _ = index.summary_rows(codes)
             heavy.append((index.s_codes[at], [t[at] for t in index.s_times]))
         schema = {c: self.schema[c] for c in cols}
-        light = self.light
-        n = sum(len(c) for c, _ in heavy) + (0 if light is None else self.kernels.height(light))
-        if n <= SMALL_TIMES and list(cols) == [KEY, key, *tcols]:
-            rows: list[tuple[Any, ...]] = []
-            if light is not None:
-                rows = (light.project(list(cols)).rows if type(light) is Rows
-                        else light.select(list(cols)).rows())
+        light = self.light.select(list(cols))
+        if sum(len(c) for c, _ in heavy) + light.height <= SMALL_TIMES and list(cols) == [
+                KEY, key, *tcols]:
+            rows = light.rows()
             for codes, times in heavy:
                 c = codes.tolist()
                 rows.extend(zip(c, c, *(t.tolist() for t in times), strict=True))
             return Rows(schema, rows)
-        parts = [] if light is None else [frame(light).select(list(cols))]
+        parts = [light]
         for codes, times in heavy:
             data = {KEY: codes, key: codes}
             data.update(dict(zip(tcols, times, strict=True)))
@@ -251,9 +288,9 @@ def indexed_sums(history: IndexedHistory, qk: np.ndarray, qt: Sequence[np.ndarra
     ``sign``, diff): at times ``<=`` the query's, and up to the bound where bounded."""
     count = np.zeros(len(qk), dtype=np.int64)
     pos_parts, val_parts, diff_parts = [], [], []
-    light = history.light_frame()
+    light = history.light
     tcols = history.tt.columns()
-    if light is not None and light.height:
+    if light.height:
         pos, valid = _positions(qk, qt, light.get_column(KEY).to_numpy(),
                                 [light.get_column(c).to_numpy() for c in tcols])
         diff = light.get_column(DIFF).to_numpy()[valid]

@@ -507,9 +507,7 @@ def _extreme_by_bound(spec: ReduceSpec, q_all: pl.DataFrame, history: Any,
         return None
     if not indexed and history.height < BOUNDED_ROWS:
         return None
-    frames = [history] if not indexed else (
-        [b for b, _, _ in history.indexed]
-        + ([f] if (f := history.light_frame()) is not None else []))
+    frames = [history] if not indexed else [history.light, *(b for b, _, _ in history.indexed)]
     for f in frames:
         if f.get_column(key).null_count() or f.get_column(c).null_count():
             return None
