@@ -1,4 +1,5 @@
-"""Indexed reads of a min/max reduce's input history (local runtime).
+"""Indexed reads of a min/max reduce's input history (local runtime; a single min or max
+keyed by one column, in a product order: see ``ReduceOp._history``).
 
 In label propagation a node receives a proposal from each neighbour at every iteration in
 which the neighbour's label changes, so a well-connected node's history in the reduce's input
