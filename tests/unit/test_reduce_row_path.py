@@ -280,12 +280,22 @@ def test_indexed_history_equals_the_updates_it_indexes(case, cuts, by_value, hea
             return result
 
         local_reduce._extreme_by_bound = spy
+        limit = local_reduce.EVALUATE_SLICE_ROWS
         try:
             through_index = evaluate(indexed)
+            assert taken == [True]  # the bounded path read the indexes
+            # a history too large for one evaluation is cut by key range into histories
+            # read through the same indexes (not gathered whole)
+            taken.clear()
+            local_reduce.EVALUATE_SLICE_ROWS = 3
+            sliced = evaluate(indexed)
         finally:
             local_reduce._extreme_by_bound = real
-        assert taken == [True]  # the bounded path read the indexes
-        assert_frame_equal(through_index, evaluate(whole), check_exact=True)
+            local_reduce.EVALUATE_SLICE_ROWS = limit
+        assert taken and all(taken)
+        whole_result = evaluate(whole)
+        assert_frame_equal(through_index, whole_result, check_exact=True)
+        assert_frame_equal(sliced, whole_result, check_exact=True)
         new = queries.select([KEY, "k", *tcols])
         assert (as_sets(local_reduce.interesting_times(new, indexed, tt, spec.keys, -1))
                 == as_sets(local_reduce.interesting_times(new, whole, tt, spec.keys, -1)))

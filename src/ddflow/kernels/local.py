@@ -353,7 +353,8 @@ class LocalKernels:
             return R.arrange(batch, keys)
         if KEY not in batch.columns:
             batch = batch.with_columns(self.key_codes(batch, keys))
-        return share_key(batch.sort(KEY), keys)
+        # (a consolidated batch whose first column is its integer key comes sorted by it)
+        return share_key(sorted_by_key(batch), keys)
 
     def merge(self, batches: Sequence[Batch], tt: TimeType, since: Sequence[Time],
               sums: Sequence[str] = (DIFF,), keys: Sequence[str] = ()) -> Batch:

@@ -63,6 +63,16 @@ def _members(sorted_codes: np.ndarray, codes: np.ndarray) -> np.ndarray:
     return found
 
 
+def _shares_key(batch: pl.DataFrame, keys: Sequence[str]) -> bool:
+    """:func:`shares_key`, remembered with the batch (a batch never changes, and a large
+    one is asked at every read)."""
+    known: tuple[tuple[str, ...], bool] | None = getattr(batch, "_dd_shares", None)
+    if known is None or known[0] != tuple(keys):
+        known = (tuple(keys), shares_key(batch, keys))
+        batch._dd_shares = known  # type: ignore[attr-defined]
+    return known[1]
+
+
 def gather(requests: Sequence[tuple[Any, np.ndarray]], schema: dict[str, Any]
            ) -> pl.DataFrame:
     """The updates of the keys ``codes`` of each ``(batch, codes)`` of a trace, as one frame:
@@ -214,7 +224,7 @@ class IndexedHistory:
 
         codes = np.asarray(codes, dtype=np.int64)
         large = [type(p) is pl.DataFrame and p.height >= INDEXED_ROWS
-                 and len(codes) * LOOKUP_SCAN < p.height and shares_key(p, keys)
+                 and len(codes) * LOOKUP_SCAN < p.height and _shares_key(p, keys)
                  for p in parts]
         if not any(large):
             return None
@@ -253,6 +263,30 @@ class IndexedHistory:
         if not heavy:
             return light
         return pl.concat([light, gather(heavy, self.schema).select(light.columns)])
+
+    def key_weights(self) -> tuple[np.ndarray, np.ndarray]:
+        """Key codes and the number of updates each stands for (a code may repeat): every row
+        of the light part once, and each heavy key of a batch with its rows there."""
+        codes = [self.light.get_column(KEY).to_numpy()]
+        weights = [np.ones(len(codes[0]), dtype=np.int64)]
+        for _, index, heavy in self.indexed:
+            lo, hi = index.key_rows(heavy)
+            codes.append(heavy)
+            weights.append(hi - lo)
+        return np.concatenate(codes), np.concatenate(weights)
+
+    def sliced(self, bounds: np.ndarray, i: int) -> IndexedHistory:
+        """The keys of this history with ``i`` of ``bounds`` (sorted) at or below their code,
+        read through the same indexes."""
+        def within(codes: np.ndarray) -> np.ndarray:
+            at: np.ndarray = np.searchsorted(bounds, codes, side="right") == i
+            return at
+
+        indexed = [(batch, index, heavy[at]) for batch, index, heavy in self.indexed
+                   if (at := within(heavy)).any()]
+        light = self.light.filter(pl.Series(within(self.light.get_column(KEY).to_numpy())))
+        return IndexedHistory(self.kernels, self.tt, self.keys, self.codes[within(self.codes)],
+                              light, indexed, self.schema)
 
     def times(self, cols: Sequence[str]) -> Any:
         """``cols`` (the key code, the key, the times) of every update of the keys, one row per

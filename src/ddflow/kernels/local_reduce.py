@@ -382,7 +382,6 @@ def reduce_evaluate(spec: ReduceSpec, queries: pl.DataFrame, history: pl.DataFra
     queries, history, out_history = frame(queries), frame(history), frame(out_history)
     if history.height <= EVALUATE_SLICE_ROWS or queries.height == 0:
         return _hold(_evaluate_columnar(spec, queries, history, out_history, tt), small_rows)
-    history = frame(_rows_of(history))
     parts = [_evaluate_columnar(spec, q, h, o, tt)
              for q, h, o in _key_slices(queries, history, out_history)]
     result = pl.concat([p for p in parts if p.height] or parts[:1], how="vertical_relaxed")
@@ -401,23 +400,34 @@ def _rows_of(history: Any) -> Any:
     return history.rows() if isinstance(history, IndexedHistory) else history
 
 
-def _key_slices(queries: pl.DataFrame, history: pl.DataFrame, out_history: pl.DataFrame
-                ) -> Iterator[tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]]:
-    """The three frames cut into ranges of key code holding about
-    :data:`EVALUATE_SLICE_ROWS` history rows each, one range at a time."""
-    codes = history.get_column(KEY).to_numpy()
-    n = -(-len(codes) // EVALUATE_SLICE_ROWS)
-    bounds = np.unique(np.quantile(codes, np.arange(1, n) / n, method="lower"))
+def _key_slices(queries: pl.DataFrame, history: Any, out_history: pl.DataFrame
+                ) -> Iterator[tuple[pl.DataFrame, Any, pl.DataFrame]]:
+    """The three cut into ranges of key code holding about :data:`EVALUATE_SLICE_ROWS`
+    history rows each, one range at a time. A history read through indexes is cut into
+    histories read through the same indexes (its heavy keys' rows are not gathered)."""
+    if isinstance(history, IndexedHistory):
+        codes, weights = history.key_weights()
+        order = np.argsort(codes, kind="stable")
+        codes, reach = codes[order], np.cumsum(weights[order])
+        n = -(-int(reach[-1]) // EVALUATE_SLICE_ROWS)
+        at = np.searchsorted(reach, reach[-1] * np.arange(1, n) / n, side="left")
+        bounds = np.unique(codes[at])
+    else:
+        codes = history.get_column(KEY).to_numpy()
+        n = -(-len(codes) // EVALUATE_SLICE_ROWS)
+        bounds = np.unique(np.quantile(codes, np.arange(1, n) / n, method="lower"))
 
     def slice_ids(frame: pl.DataFrame) -> np.ndarray:
         return np.searchsorted(bounds, frame.get_column(KEY).to_numpy(), side="right")
 
-    ids = [slice_ids(f) for f in (queries, history, out_history)]
+    ids = [slice_ids(queries), slice_ids(out_history)]
+    hids = None if isinstance(history, IndexedHistory) else slice_ids(history)
     for i in range(len(bounds) + 1):
         q = queries.filter(pl.Series(ids[0] == i))
         if q.height:
-            yield (q, history.filter(pl.Series(ids[1] == i)),
-                   out_history.filter(pl.Series(ids[2] == i)))
+            h = (history.sliced(bounds, i) if hids is None
+                 else history.filter(pl.Series(hids == i)))
+            yield q, h, out_history.filter(pl.Series(ids[1] == i))
 
 
 def _evaluate_columnar(spec: ReduceSpec, queries: pl.DataFrame, history: pl.DataFrame,
