@@ -26,7 +26,8 @@ from ddflow.lattice import TimeType
 from ddflow.operators.reduce import ReduceSpec
 
 I64, STR = pl.Int64(), pl.String()
-TIMES = [TimeType(("product", "product")), TimeType(("product", "lexicographic"))]
+TIMES = [TimeType(("product",)), TimeType(("product", "product")),
+         TimeType(("product", "product", "product")), TimeType(("product", "lexicographic"))]
 
 
 def lower_median(key: Any, group: list[tuple[tuple[Any, ...], int]]) -> list[tuple[Any, ...]]:
