@@ -2,8 +2,9 @@
 
 A trace is the whole history of a collection, ``(data, time, diff)`` updates indexed by key, kept
 as a *spine*: a list of arranged batches (sorted by key code), oldest and largest first. A new
-batch is appended; while the older neighbour is at most twice its size the two are merged, so a
-spine of ``n`` updates has ``O(log n)`` batches and each update is merged ``O(log n)`` times.
+batch is appended; while the older neighbour is at most twice its size the two are merged (a
+cascade of such merges is done as one merge of all the batches it reaches), so a spine of ``n``
+updates has ``O(log n)`` batches and each update is merged ``O(log n)`` times.
 
 *Logical compaction.* Each reader of a trace holds a :class:`TraceHandle` and says from which
 frontier on it will read (``set_since``); the trace's ``since`` is the lower envelope of its
@@ -19,8 +20,9 @@ in time proportional to the keys and ``log n``, never a scan.
 *Merges in steps.* Merging the largest batches at once would make one update in many pay for
 a merge of the whole trace. Where the runtime can cut batches by key (``merge_cut``), a merge of
 at least ``FUELED_ROWS`` updates is a :class:`Merging`: it advances one range of keys at a time,
-by ``FUEL`` updates for every update inserted, and the two batches it merges answer lookups
-until it is done. A merge still in progress when its batch must merge again is finished then.
+by ``FUEL`` updates for every update inserted, and the batches it merges answer lookups until
+it is done. A merge still in progress when a cascade reaches it is taken up into the new merge
+(its inputs join it), never finished at once.
 
 The spine itself is runtime-agnostic: batches are opaque to it and every bulk operation goes
 through the runtime's kernels (``arrange``, ``merge``, ``lookup``, ``height``).
@@ -47,7 +49,8 @@ class BatchKernels(Protocol):
 class CuttingKernels(BatchKernels, Protocol):
     """Kernels that can merge batches in steps, a range of keys at a time."""
 
-    def merge_cut(self, a: Any, b: Any, start: Any, rows: int) -> tuple[Any, Any, Any]: ...
+    def merge_cut(self, batches: Sequence[Any], start: Any, rows: int
+                  ) -> tuple[list[Any], Any]: ...
     def merge_pieces(self, pieces: Sequence[Any], keys: Sequence[str]) -> Any: ...
 
 
@@ -62,10 +65,10 @@ FUEL_CHUNK = 50_000
 
 
 class Merging:
-    """A merge of two adjacent batches done one range of keys at a time (see the module)."""
+    """A merge of adjacent batches done one range of keys at a time (see the module)."""
 
-    def __init__(self, a: Any, b: Any, size: int) -> None:
-        self.a, self.b = a, b
+    def __init__(self, inputs: Sequence[Any], size: int) -> None:
+        self.inputs = list(inputs)
         self.size = size
         self.start: Any = None  # the first key code not merged yet (None: from the first)
         self.pieces: list[Any] = []
@@ -78,10 +81,11 @@ class Merging:
         self.fuel += fuel
         while not self.done and (finish or self.fuel >= FUEL_CHUNK):
             rows = self.size if finish else self.fuel
-            a, b, self.start = k.merge_cut(self.a, self.b, self.start, rows)
-            merged = k.merge([a, b], spine.time_type, spine.since, spine.sums, spine.keys)
-            self.fuel -= k.height(a) + k.height(b)
-            spine.merged_records += k.height(a) + k.height(b)
+            ranges, self.start = k.merge_cut(self.inputs, self.start, rows)
+            merged = k.merge(ranges, spine.time_type, spine.since, spine.sums, spine.keys)
+            taken = sum(k.height(r) for r in ranges)
+            self.fuel -= taken
+            spine.merged_records += taken
             if k.height(merged):
                 self.pieces.append(merged)
             self.done = self.start is None
@@ -145,20 +149,34 @@ class Spine:
                     self._settle(i)
         self.batches.append(batch)
         self.sizes.append(height)
-        while len(self.sizes) >= 2 and self.sizes[-2] <= self.merge_factor * self.sizes[-1]:
-            if not (self._finish(len(self.batches) - 1) or self._finish(len(self.batches) - 2)):
-                self._merge_last_two()  # (else the sizes changed: look again)
-
-    def _merge_last_two(self) -> None:
-        b, a = self.batches.pop(), self.batches.pop()
-        sb, sa = self.sizes.pop(), self.sizes.pop()
-        limit = FUELED_ROWS if self.fueled_rows is None else self.fueled_rows
-        if sa + sb >= limit and hasattr(self.kernels, "merge_cut"):
-            self.batches.append(Merging(a, b, sa + sb))  # done in steps by later inserts
-            self.sizes.append(sa + sb)
+        if len(self.sizes) < 2 or self.sizes[-2] > self.merge_factor * self.sizes[-1]:
             return
-        merged = self.kernels.merge([a, b], self.time_type, self.since, self.sums, self.keys)
-        self.merged_records += sa + sb
+        # the batches a cascade of merges two at a time would reach (each merged batch at
+        # least half its older neighbour), merged at once: each update is merged once per
+        # cascade, not once per level, and a large merge never has to be finished at once
+        # only to merge again with its older neighbour
+        total, i = self.sizes[-1], len(self.sizes) - 2
+        while i >= 0 and self.sizes[i] <= self.merge_factor * total:
+            total += self.sizes[i]
+            i -= 1
+        self._merge_from(i + 1)
+
+    def _merge_from(self, i: int) -> None:
+        """Merge the batches from position ``i`` on into one (a :class:`Merging`, done in
+        steps by later inserts, when large). A merge in progress among them is taken up
+        whole: its inputs join the new merge (the ranges it merged are merged again)."""
+        inputs: list[Any] = []
+        for b in self.batches[i:]:
+            inputs += b.inputs if type(b) is Merging else [b]
+        total = sum(self.sizes[i:])
+        del self.batches[i:], self.sizes[i:]
+        limit = FUELED_ROWS if self.fueled_rows is None else self.fueled_rows
+        if total >= limit and hasattr(self.kernels, "merge_cut"):
+            self.batches.append(Merging(inputs, total))
+            self.sizes.append(total)
+            return
+        merged = self.kernels.merge(inputs, self.time_type, self.since, self.sums, self.keys)
+        self.merged_records += total
         h = self.kernels.height(merged)
         if h:
             self.batches.append(merged)
@@ -204,10 +222,10 @@ class Spine:
         return k.concat([k.lookup(p, codes) for p in self.parts()])
 
     def parts(self) -> list[Any]:
-        """The batches, with the two halves of each merge in progress."""
+        """The batches, with the inputs of each merge in progress."""
         parts: list[Any] = []
         for b in self.batches:
-            parts += [b.a, b.b] if type(b) is Merging else [b]
+            parts += b.inputs if type(b) is Merging else [b]
         return parts
 
     def contents(self) -> Any:

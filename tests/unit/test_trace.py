@@ -229,3 +229,43 @@ def test_a_merge_in_steps_that_cancels_out_leaves_the_spine_consistent():
     s.compact()
     for key in [*range(8), 100, 101, 102]:
         assert trace_accumulation(s, key, (0, 0)) == accumulation(inserted, key, (0, 0))
+
+
+def test_a_cascade_of_merges_is_one_merge_paid_by_later_inserts():
+    """A cascade of merges (each merged batch at least half its older neighbour) is one
+    merge of every batch it reaches; a large one goes on in steps, paid by later inserts,
+    and is never forced to finish at once (which made one update pay for most of the
+    trace's merging). The spine stays small, sorted and exact."""
+    s = Spine(K, TT, ["k"], batch([]), fueled_rows=40)
+    rng = np.random.default_rng(7)
+    limits = trace.FUEL_CHUNK
+    trace.FUEL_CHUNK = 8
+    real = trace.Merging.work
+    forced, stepped, widths = [], [], []
+
+    def work(self, spine, fuel, finish=False):
+        was = self.done
+        real(self, spine, fuel, finish)
+        if self.done and not was:
+            (forced if finish else stepped).append(self.size)
+            widths.append(len(self.inputs))
+
+    trace.Merging.work = work
+    try:
+        inserted = []
+        for i in range(400):
+            rows = [(int(k), int(v), 0, i, 1) for k, v in rng.integers(0, 10_000, (5, 2))]
+            inserted += rows
+            b = batch(rows)
+            s.insert(b, b.height)
+            assert len(s.parts()) < 20
+    finally:
+        trace.Merging.work = real
+        trace.FUEL_CHUNK = limits
+    assert stepped and not forced
+    assert max(widths) > 2  # (some cascade reached more than two batches)
+    for part in s.parts():
+        codes = as_frame(part).get_column("__key").to_list()
+        assert codes == sorted(codes)
+    for key in rng.integers(0, 10_000, 50).tolist():
+        assert trace_accumulation(s, key, (0, 400)) == accumulation(inserted, key, (0, 400))

@@ -374,17 +374,19 @@ class LocalKernels:
             merged = self.consolidate(merged, sums)
         return self._small(share_key(sorted_by_key(merged), keys))
 
-    def merge_cut(self, a: Batch, b: Batch, start: int | None, rows: int
-                  ) -> tuple[Batch, Batch, int | None]:
+    def merge_cut(self, batches: Sequence[Batch], start: int | None, rows: int
+                  ) -> tuple[list[Batch], int | None]:
         """The next range of keys of a merge in steps (:class:`~ddflow.trace.Merging`): the
-        updates of ``a`` and ``b`` (arranged) with key codes from ``start`` (None: the first)
-        on, about ``rows`` of the larger's and the other's in the same range, never splitting
-        a key; and the first code after the range (None: it reached the end)."""
-        ka, kb = _codes(a), _codes(b)
-        ia = 0 if start is None else int(np.searchsorted(ka, start, side="left"))
-        ib = 0 if start is None else int(np.searchsorted(kb, start, side="left"))
-        # cut in the one with more updates left, at a key boundary
-        big, i = (ka, ia) if len(ka) - ia >= len(kb) - ib else (kb, ib)
+        updates of each of ``batches`` (arranged) with key codes from ``start`` (None: the
+        first) on, about ``rows`` of the one with most left and the others' in the same range,
+        never splitting a key; and the first code after the range (None: it reached the
+        end)."""
+        codes = [_codes(b) for b in batches]
+        at = [0 if start is None else int(np.searchsorted(c, start, side="left"))
+              for c in codes]
+        # cut in the one with most updates left, at a key boundary
+        j = max(range(len(codes)), key=lambda n: len(codes[n]) - at[n])
+        big, i = codes[j], at[j]
         end = i + max(rows, 1)
         cut: int | None = None
         if end < len(big):
@@ -392,9 +394,9 @@ class LocalKernels:
             if int(np.searchsorted(big, cut, side="left")) == i:  # one key holds them all
                 after = int(np.searchsorted(big, cut, side="right"))
                 cut = int(big[after]) if after < len(big) else None
-        ea = len(ka) if cut is None else int(np.searchsorted(ka, cut, side="left"))
-        eb = len(kb) if cut is None else int(np.searchsorted(kb, cut, side="left"))
-        return _slice(a, ia, ea), _slice(b, ib, eb), cut
+        ends = [len(c) if cut is None else int(np.searchsorted(c, cut, side="left"))
+                for c in codes]
+        return [_slice(b, lo, hi) for b, lo, hi in zip(batches, at, ends, strict=True)], cut
 
     def merge_pieces(self, pieces: Sequence[Batch], keys: Sequence[str]) -> Any:
         """The ranges a merge in steps produced, in order, as one arranged batch."""
