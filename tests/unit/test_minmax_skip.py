@@ -17,6 +17,7 @@ import polars as pl
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from ddflow.kernels import local_reduce
 from ddflow.kernels.local import DIFF, KEY, LocalKernels
 from ddflow.kernels.local_reduce import minmax_unchanged, reduce_prepare
 from ddflow.kernels.local_rows import Rows
@@ -120,6 +121,23 @@ def test_the_skip_takes_a_label_moving_above_the_min_after_the_output_changed():
         check_skip(spec, history, [(0, 9, None, (0, 1), -1), (0, to, None, (0, 1), 1)], skips)
 
 
+def test_the_skip_is_not_tried_on_many_new_updates_per_output_row(monkeypatch):
+    """The columnar skip is not tried where the new updates far outnumber their keys' output
+    rows (it would group them all to find few keys): the case above skips its key, but not
+    once the limits say its two new updates are many against the key's three output rows.
+    The row path still tries."""
+    spec = SPECS[2]
+    history = [(0, 9, None, (0, 0), 1), (0, 5, None, (0, 0), 1), (0, 2, None, (0, 2), 1)]
+    new = [(0, 9, None, (0, 1), -1), (0, 7, None, (0, 1), 1)]
+    check_skip(spec, history, new, 1)
+    monkeypatch.setattr(local_reduce, "SKIP_TRY_ROWS", 2)
+    monkeypatch.setattr(local_reduce, "SKIP_TRY_RATIO", 0.5)
+    check_skip(spec, history, new, 0, paths=(-1,))
+    check_skip(spec, history, new, 1, paths=(10**9,))
+    monkeypatch.setattr(local_reduce, "SKIP_TRY_ROWS", 3)  # fewer new updates than that
+    check_skip(spec, history, new, 1, paths=(-1,))
+
+
 def test_the_skip_is_bounded_by_every_later_output():
     """The output changes after the new updates' time: the new values are compared with the
     largest min (smallest max) the key has at any later time, and a null min there stops the
@@ -138,7 +156,8 @@ def test_the_skip_is_bounded_by_every_later_output():
                [(0, 7, None, (0, 1), -2), (0, 8, None, (0, 1), 1)], 0)
 
 
-def check_skip(spec: ReduceSpec, history: list[Any], new: list[Any], skips: int) -> None:
+def check_skip(spec: ReduceSpec, history: list[Any], new: list[Any], skips: int,
+               paths: tuple[int, ...] = (10**9, -1)) -> None:
     tcols = TT.columns()
     schema = {"k": I64, "a": I64, "b": I64, **{c: I64 for c in tcols}, DIFF: I64}
     raw = pl.DataFrame([(k, a, b, *t, d) for k, a, b, t, d in new], orient="row", schema=schema)
@@ -146,6 +165,6 @@ def check_skip(spec: ReduceSpec, history: list[Any], new: list[Any], skips: int)
     out_frame = K.arrange(pl.DataFrame(
         output_history(spec, history), orient="row",
         schema={"k": I64, "lo": I64, **{c: I64 for c in tcols}, DIFF: I64}), spec.keys)
-    for small_rows in (10**9, -1):
+    for small_rows in paths:
         skipped = minmax_unchanged(spec, new_frame, out_frame, TT, small_rows=small_rows)
         assert skipped.height == skips, small_rows
