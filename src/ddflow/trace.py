@@ -214,12 +214,21 @@ class Spine:
 
     # ------------------------------------------------------------------ reading
 
-    def lookup(self, codes: Any) -> Any:
-        """The updates of the keys with the given (sorted, unique) codes, from every batch."""
-        if not self.batches:
+    def lookup(self, codes: Any, skip: Sequence[Any] = ()) -> Any:
+        """The updates of the keys with the given (sorted, unique) codes, from every batch
+        but those in ``skip`` (by identity: see :meth:`holds`)."""
+        parts = self.parts()
+        if skip:
+            parts = [p for p in parts if not any(p is s for s in skip)]
+        if not parts:
             return self.empty
         k = self.kernels
-        return k.concat([k.lookup(p, codes) for p in self.parts()])
+        return k.concat([k.lookup(p, codes) for p in parts])
+
+    def holds(self, batch: Any) -> bool:
+        """Whether ``batch`` is one of the trace's batches as it was inserted (not merged into
+        another yet): leaving it out of a lookup then reads the trace as it was before."""
+        return any(p is batch for p in self.parts())
 
     def parts(self) -> list[Any]:
         """The batches, with the inputs of each merge in progress."""

@@ -11,7 +11,9 @@ which lets any number of joins share one arrangement without double counting.
 
     dL x R_trace  +  (L_trace - dL) x dR
 
-with ``R_trace`` and ``L_trace`` as they are now (both already include the new batches, by (*)).
+with ``R_trace`` and ``L_trace`` as they are now (both already include the new batches, by (*)):
+``L_trace - dL`` leaves out of the lookup the new batches the trace still holds as they were
+inserted, and subtracts the others.
 Each product of updates ``(a, s, x)`` and ``(b, t, y)`` with equal keys is ``(a ++ b, s v t, x*y)``.
 A trace is read only by deltas of the other input, whose times are in advance of that input's
 frontier, so each trace may be compacted to the frontier of the *other* input.
@@ -84,11 +86,17 @@ class JoinOp(Operator):
             if not k.is_empty(out):
                 self.send(0, t, out)
         if rmsgs:
+            # L_trace - dL: the new left batches the trace still holds as inserted are left
+            # out of the lookup; those already merged into other batches are subtracted (a
+            # first epoch's L_trace is exactly dL: subtracted, it would give every product
+            # twice, with opposite signs)
             new_left = [dl for _, dl in lmsgs]
+            held = [dl for dl in new_left if self.left.holds(dl)]
+            merged = [dl for dl in new_left if not any(dl is h for h in held)]
             for t, dr in rmsgs:
                 codes = k.key_set(dr)
-                parts = [self.left.lookup(codes)]
-                parts += [k.negate(k.lookup(dl, codes)) for dl in new_left]
+                parts = [self.left.lookup(codes, skip=held)]
+                parts += [k.negate(k.lookup(dl, codes)) for dl in merged]
                 other = k.concat(parts)
                 out = k.join_slice(dr, other, self.tt, self.left_on, self.right_on, False, self.output)
                 if not k.is_empty(out):
