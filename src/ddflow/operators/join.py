@@ -90,9 +90,10 @@ class JoinOp(Operator):
             # out of the lookup; those already merged into other batches are subtracted (a
             # first epoch's L_trace is exactly dL: subtracted, it would give every product
             # twice, with opposite signs)
-            new_left = [dl for _, dl in lmsgs]
-            held = [dl for dl in new_left if self.left.holds(dl)]
-            merged = [dl for dl in new_left if not any(dl is h for h in held)]
+            held: list[Any] = []
+            merged: list[Any] = []
+            for _, dl in lmsgs:
+                (held if self.left.holds(dl) else merged).append(dl)
             for t, dr in rmsgs:
                 codes = k.key_set(dr)
                 parts = [self.left.lookup(codes, skip=held)]
