@@ -7,7 +7,9 @@ messages off the books and propagates the pointstamp changes, activating every o
 input frontier moved. Invariants:
 
 * a message is counted at its target from the moment it is sent until the operator that pulled it
-  returns from ``schedule`` (so an operator may send at the times of messages it is handling);
+  returns from ``schedule`` (so an operator may send at the times of messages it is handling),
+  or until it *settles* (:meth:`Operator.settle`, after holding capabilities for the times at
+  which it will send);
 * ``run()`` returns only when no operator has queued messages or pending activations, at which
   point every frontier reflects exactly the capabilities still held (by inputs, and by operators
   with work for times not yet complete).
@@ -88,6 +90,19 @@ class Worker:
         for t, _ in q:
             self._consumed.append((op, port, t))
         return q
+
+    def settle(self, op: int) -> None:
+        """Take the messages pulled in this step off the books now, and propagate. Operators
+        whose frontiers moved are activated, except ``op`` itself (running, it reads its
+        frontiers after this)."""
+        if not self._consumed:
+            return
+        for o, p, t in self._consumed:
+            self.tracker.update_target(o, p, t, -1)
+        self._consumed.clear()
+        for n in self.tracker.propagate():
+            if n != op:
+                self.activate(n)
 
     def activate(self, op: int) -> None:
         if not self._is_active[op]:

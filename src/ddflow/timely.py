@@ -61,7 +61,8 @@ class Operator:
 
     Subclasses implement :meth:`schedule`, called when messages arrived or an input frontier
     changed. The worker takes the consumed messages off the books after ``schedule`` returns, so
-    during ``schedule`` the operator may send at any time in advance of a message it pulled.
+    during ``schedule`` the operator may send at any time in advance of a message it pulled;
+    an operator that calls :meth:`settle` has them taken off at that point instead.
     """
 
     name = "operator"
@@ -101,6 +102,15 @@ class Operator:
         """Send a batch of updates, all at times in advance of ``time``."""
         assert self.worker is not None
         self.worker.send(self.index, port, time, batch)
+
+    def settle(self) -> None:
+        """Take the messages pulled so far in this step off the books now, not when
+        ``schedule`` returns: the input frontiers read next no longer wait for them, so that
+        work they bring for a time that is then complete is done in this same step, not in
+        another one after it. Before settling, the operator must hold a capability for every
+        time at which it may still send in this step (or later) because of them."""
+        assert self.worker is not None
+        self.worker.settle(self.index)
 
     def frontier(self, port: int = 0) -> list[Time]:
         """The times that may still arrive at an input (its frontier)."""

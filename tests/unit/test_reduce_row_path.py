@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from polars.testing import assert_frame_equal
 
-from ddflow.kernels import local_reduce
+from ddflow.kernels import local_reduce, local_rows
 from ddflow.kernels.local import DIFF, KEY, LocalKernels
 from ddflow.kernels.local_reduce import (
     interesting_times,
@@ -297,6 +297,16 @@ def test_indexed_history_equals_the_updates_it_indexes(case, cuts, by_value, hea
         whole_result = evaluate(whole)
         assert_frame_equal(through_index, whole_result, check_exact=True)
         assert_frame_equal(sliced, whole_result, check_exact=True)
+        # the row path reads the heavy keys' rows straight into tuples: the same updates,
+        # and the same evaluation
+        tuples = indexed.row_tuples()
+        assert isinstance(tuples, local_rows.Rows)
+        assert tuples.names == tuple(whole.columns)
+        asked = whole.filter(pl.col(KEY).is_in(codes.tolist()))
+        assert sorted(tuples.rows) == sorted(asked.rows())
+        by_rows = consolidated(as_frame(
+            reduce_evaluate(spec, queries, indexed, out_history, tt, small_rows=10**9)))
+        assert_frame_equal(by_rows, whole_result, check_exact=True)
         new = queries.select([KEY, "k", *tcols])
         assert (as_sets(local_reduce.interesting_times(new, indexed, tt, spec.keys, -1))
                 == as_sets(local_reduce.interesting_times(new, whole, tt, spec.keys, -1)))

@@ -89,17 +89,14 @@ def gather(requests: Sequence[tuple[Any, np.ndarray]], schema: dict[str, Any]
             continue
         if batch.height == 0:
             continue
-        cache: ColumnCache | bool | None = getattr(batch, "_dd_columns", None)
-        if cache is None:  # (made as a lookup makes it: NumPy views of the columns)
-            cache = ColumnCache(batch) if rowable(dict(batch.schema)) else False
-            batch._dd_columns = cache
-        keys = cache.keys if isinstance(cache, ColumnCache) else batch.get_column(KEY).to_numpy()
+        cache = ColumnCache.of(batch)  # (NumPy views of the columns, as a lookup uses)
+        keys = batch.get_column(KEY).to_numpy() if cache is None else cache.keys
         lo = np.searchsorted(keys, codes, side="left")
         idx = ranges(lo, np.searchsorted(keys, codes, side="right") - lo)
         if len(idx) == 0:
             continue
-        if not isinstance(cache, ColumnCache):
-            frames.append(batch[idx].select(names))
+        if cache is None:
+            frames.append(batch[idx][names])
             continue
         for name, column in zip(batch.columns, cache.arrays, strict=True):
             pieces[name].append(column[idx] if isinstance(column, np.ndarray)
@@ -262,7 +259,31 @@ class IndexedHistory:
                  if len(want := keys if codes is None else keys[_members(codes, keys)])]
         if not heavy:
             return light
-        return pl.concat([light, gather(heavy, self.schema).select(light.columns)])
+        return pl.concat([light, gather(heavy, self.schema)[light.columns]])
+
+    def row_tuples(self) -> Rows | pl.DataFrame:
+        """:meth:`rows` as :class:`Rows` (for the row path of a small evaluation): the heavy
+        keys' rows taken from the NumPy views of their batches' columns straight into tuples,
+        without a frame in between; a frame if the schema has no row form."""
+        names = list(self.schema)
+        if not rowable(self.schema):
+            return self.rows()
+        light = self.light
+        rows: list[tuple[Any, ...]] = (
+            list(zip(*[light.get_column(n).to_list() for n in names], strict=True))
+            if light.height else [])
+        for batch, index, codes in self.indexed:
+            lo, hi = index.key_rows(codes)
+            idx = ranges(lo, hi - lo)
+            cache = ColumnCache.of(batch)
+            if cache is None:
+                rows.extend(batch[idx][names].rows())
+                continue
+            by_name = dict(zip(batch.columns, cache.arrays, strict=True))
+            cols = [a[idx].tolist() if isinstance(a, np.ndarray) else a.gather(idx).to_list()
+                    for a in (by_name[n] for n in names)]
+            rows.extend(zip(*cols, strict=True))
+        return Rows(self.schema, rows)
 
     def key_weights(self) -> tuple[np.ndarray, np.ndarray]:
         """Key codes and the number of updates each stands for (a code may repeat): every row
@@ -298,7 +319,7 @@ class IndexedHistory:
             at, _ = index.summary_rows(codes)
             heavy.append((index.s_codes[at], [t[at] for t in index.s_times]))
         schema = {c: self.schema[c] for c in cols}
-        light = self.light.select(list(cols))
+        light = self.light[list(cols)]
         if sum(len(c) for c, _ in heavy) + light.height <= SMALL_TIMES and list(cols) == [
                 KEY, key, *tcols]:
             rows = light.rows()
@@ -310,7 +331,7 @@ class IndexedHistory:
         for codes, times in heavy:
             data = {KEY: codes, key: codes}
             data.update(dict(zip(tcols, times, strict=True)))
-            parts.append(pl.DataFrame(data, schema=schema).select(list(cols)))
+            parts.append(pl.DataFrame(data, schema=schema)[list(cols)])
         return pl.concat(parts) if len(parts) > 1 else parts[0]
 
 

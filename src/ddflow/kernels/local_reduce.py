@@ -392,7 +392,8 @@ def reduce_evaluate(spec: ReduceSpec, queries: pl.DataFrame, history: pl.DataFra
     :data:`SMALL_REDUCE_ROWS`) take the row-by-row path when it applies."""
     if (queries.height + history.height + out_history.height <= _limit(small_rows)
             and _rows_path_applies(spec, history)):
-        return _evaluate_rows(spec, queries, _rows_of(history), out_history, tt)
+        rows = history.row_tuples() if isinstance(history, IndexedHistory) else history
+        return _evaluate_rows(spec, queries, rows, out_history, tt)
     queries, history, out_history = frame(queries), frame(history), frame(out_history)
     if history.height <= EVALUATE_SLICE_ROWS or queries.height == 0:
         return _hold(_evaluate_columnar(spec, queries, history, out_history, tt), small_rows)

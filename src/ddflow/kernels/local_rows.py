@@ -128,11 +128,15 @@ def frame(batch: Batch) -> pl.DataFrame:
 
 
 def iter_rows(batch: Rows | pl.DataFrame, names: Sequence[str]) -> Iterable[tuple[Any, ...]]:
-    """The named columns of every row, as tuples, for either representation."""
+    """The named columns of every row, as tuples, for either representation. (A frame's
+    columns are converted one by one: a Polars ``select`` of a small frame costs a hundred
+    microseconds or more, whatever its size.)"""
     if type(batch) is Rows:
         g = batch.getter(names)
         return [g(r) for r in batch.rows]
-    return batch.select(list(names)).iter_rows()  # type: ignore[union-attr]
+    if batch.height == 0:
+        return []
+    return zip(*[batch.get_column(n).to_list() for n in names], strict=True)
 
 
 # ---------------------------------------------------------------------- linear kernels
@@ -357,6 +361,16 @@ class ColumnCache:
 
     __slots__ = ("arrays", "keys", "schema")
 
+    @staticmethod
+    def of(f: pl.DataFrame) -> ColumnCache | None:
+        """The frame's cache, made on first use and kept with the frame (an arranged batch
+        never changes); None when its schema is not rowable."""
+        cache: ColumnCache | bool | None = getattr(f, "_dd_columns", None)
+        if cache is None:
+            cache = ColumnCache(f) if rowable(dict(f.schema)) else False
+            f._dd_columns = cache  # type: ignore[attr-defined]
+        return cache or None
+
     def __init__(self, f: pl.DataFrame) -> None:
         self.schema = dict(f.schema)
         self.keys = f.get_column(KEY).to_numpy()
@@ -385,13 +399,9 @@ def lookup_frame(f: pl.DataFrame, codes: Any, limit: int) -> Rows | pl.DataFrame
     ``None`` (the caller gathers with Polars)."""
     if limit < 0:
         return None
-    cache: ColumnCache | bool | None = getattr(f, "_dd_columns", None)
-    if cache is None:  # first lookup in this frame: views of its columns, or False if none
-        cache = ColumnCache(f) if rowable(dict(f.schema)) else False
-        f._dd_columns = cache  # type: ignore[attr-defined]
-    if cache is False:
+    cache = ColumnCache.of(f)
+    if cache is None:
         return None
-    assert isinstance(cache, ColumnCache)
     col = cache.keys
     lo = np.searchsorted(col, codes, side="left")
     hi = np.searchsorted(col, codes, side="right")

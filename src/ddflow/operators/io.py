@@ -73,6 +73,7 @@ class OutputOp(Operator):
     def schedule(self) -> None:
         for _, batch in self.pull(0):
             self.pending.append(batch)
+        self.settle()  # (no outputs: nothing to hold)
         frontier = self.frontier(0)
         bound = frontier[0][0] if frontier else None  # epochs < bound are complete
         last = (bound - 1) if bound is not None else None

@@ -109,6 +109,7 @@ class ConsolidateOp(Operator):
                         parts.append(part)
         if not self.buffer:
             return
+        self.settle()  # (a capability is held at each buffered time's output time)
         frontier = self.input_frontier()
         ready = sorted(t for t in self.buffer if not any(tt.less_equal(f, t) for f in frontier))
         for t in ready:

@@ -109,10 +109,17 @@ class ReduceOp(Operator):
         #: read the input through batch indexes where the runtime has them (see _history)
         self.indexed = (spec.minmax_only and len(spec.aggs) == 1 and len(spec.keys) == 1
                         and tt.is_product)
+        #: what this step read of each arrangement: name -> (key codes, updates)
+        self._read: dict[str, tuple[Any, Any]] = {}
 
     def schedule(self) -> None:
         k = self.kernels
-        self._take_input()
+        self._read.clear()
+        if self._take_input():
+            # the new times are ready at once when nothing before them can still arrive:
+            # evaluated in this step (holding capabilities for them first)
+            self.set_capabilities(self._minimal_pending())
+            self.settle()
         frontier = self.frontier(0)
         tt = self.tt
         ready = [t for t in self.pending if not any(tt.less_equal(f, t) for f in frontier)]
@@ -121,28 +128,30 @@ class ReduceOp(Operator):
             self.evaluated += k.height(queries)
             keyset = k.key_set(queries)
             result = k.reduce_evaluate(self.spec, queries, self._history(keyset),
-                                       self.output.lookup(keyset), tt)
+                                       self._output_of(keyset), tt)
+            self._read.clear()  # (the output changes below)
             if k.height(result):
                 self.output.insert(k.arrange(result, self.spec.keys), k.height(result))
                 for t, part in k.split_by_time(k.drop_key(result), tt):
                     self.send(0, t, part)
+        self._read.clear()
         self.set_capabilities(self._minimal_pending())
         self.input_handle.set_since(frontier)
         self.output_handle.set_since(frontier)
 
-    def _take_input(self) -> None:
-        """Add the interesting times of the new input updates to ``pending``. (A method of its
-        own so that the new updates and their histories, most of the trace in a first epoch,
-        are not held through the evaluation, which looks up histories of its own.)"""
+    def _take_input(self) -> bool:
+        """Add the interesting times of the new input updates to ``pending``; whether there
+        were any. (A method of its own so that the new updates and their histories, most of
+        the trace in a first epoch, are not held through the evaluation.)"""
         k = self.kernels
         msgs = self.pull(0)
         if not msgs:
-            return
+            return False
         new = k.concat([b for _, b in msgs])
         if self.spec.minmax_only:
             # an insertion above the min (below the max) changes nothing: skip its group
             keyset = k.key_set(new)
-            skip = k.minmax_unchanged(self.spec, new, self.output.lookup(keyset), self.tt)
+            skip = k.minmax_unchanged(self.spec, new, self._output_of(keyset), self.tt)
             if self.pending and k.height(skip):
                 # a key with a time still to evaluate is not settled: an output correction
                 # there may move its min/max at times after the new ones
@@ -154,6 +163,7 @@ class ReduceOp(Operator):
             history = self._history(k.key_set(new))
             for t, keys in k.interesting_times(new, history, self.tt, self.spec.keys):
                 self.pending.setdefault(t, []).append(keys)
+        return True
 
     def _history(self, keyset: Any) -> Any:
         """The input updates of the keys: for a single min/max in a product order, through
@@ -162,11 +172,43 @@ class ReduceOp(Operator):
         key). (Elsewhere the evaluation would read every update anyway, and the indexes would
         only cost: a prioritized loop's lexicographic times measured twice as slow.)"""
         k = self.kernels
+        known = self._known("input", keyset)
+        if known is not None:
+            return known
+        history = None
         if self.indexed and hasattr(k, "indexed_history"):
-            indexed = k.indexed_history(self.input.parts(), keyset, self.spec.keys, self.tt)
-            if indexed is not None:
-                return indexed
-        return self.input.lookup(keyset)
+            history = k.indexed_history(self.input.parts(), keyset, self.spec.keys, self.tt)
+        if history is None:
+            history = self.input.lookup(keyset)
+        return self._keep("input", keyset, history)
+
+    def _output_of(self, keyset: Any) -> Any:
+        """The output updates of the keys (as :meth:`_history`, kept for the step)."""
+        known = self._known("output", keyset)
+        if known is not None:
+            return known
+        return self._keep("output", keyset, self.output.lookup(keyset))
+
+    # A small step reads the same keys twice: the new updates' keys for their interesting
+    # times (and, for a min/max, their output), then, as their times are ready at once, the
+    # same keys for the evaluation. Neither arrangement changes in between, so what a step
+    # read for a few keys is kept until the step ends. (Not for many keys: a first epoch's
+    # histories are most of the trace, and are not held through the evaluation.)
+
+    #: reads of at most this many keys are kept for the rest of the step
+    KEEP_KEYS = 64
+
+    def _known(self, what: str, keyset: Any) -> Any:
+        kept = self._read.get(what)
+        if kept is None or len(kept[0]) != _count(keyset):
+            return None
+        return kept[1] if all(a == b for a, b in zip(kept[0], keyset, strict=True)) else None
+
+    def _keep(self, what: str, keyset: Any, data: Any) -> Any:
+        n = _count(keyset)
+        if n is not None and n <= self.KEEP_KEYS:
+            self._read[what] = (keyset, data)
+        return data
 
     def _minimal_pending(self) -> list[Time]:
         tt = self.tt
@@ -175,3 +217,12 @@ class ReduceOp(Operator):
             if not any(tt.less_equal(m, t) for m in minimal):
                 minimal.append(t)
         return minimal
+
+
+def _count(keyset: Any) -> int | None:
+    """The number of key codes in a key set held in memory (a list or an array); None for
+    one that is not (a distributed runtime's), which is never kept."""
+    try:
+        return len(keyset)
+    except TypeError:
+        return None
