@@ -231,3 +231,19 @@ def test_grouped_sums_by_packed_codes_equal_the_group_by(rows, wide, unsigned, d
     assert sorted(got.rows()) == sorted(want.rows())
     if not wide:
         assert got.select(["a", "b", "c"]).rows() == sorted(got.select(["a", "b", "c"]).rows())
+
+
+def test_a_column_cache_takes_rows_with_columns_in_any_order():
+    """``ColumnCache.take(idx, names)`` against Polars' gather and projection of the same
+    frame: every column, and the named ones in another order (nulls and strings included)."""
+    from ddflow.kernels.local_rows import ColumnCache
+
+    f = pl.DataFrame({"__key": [1, 1, 2, 3, 3], "a": [5, None, 7, 8, 9],
+                      "s": ["x", "y", None, "w", "v"], "__diff": [1, -1, 2, 1, 1]})
+    cache = ColumnCache(f)
+    idx = np.array([4, 0, 2])
+    assert cache.take(idx).rows == f[idx].rows()
+    names = ["__diff", "s", "__key"]
+    taken = cache.take(idx, names)
+    assert taken.rows == f[idx][names].rows()
+    assert list(taken.schema) == names

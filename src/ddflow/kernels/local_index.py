@@ -29,7 +29,7 @@ import numpy as np
 import polars as pl
 
 from ddflow.kernels.local import DIFF, KEY, LocalKernels, grouped_sums, shares_key
-from ddflow.kernels.local_rows import ColumnCache, Rows, rowable
+from ddflow.kernels.local_rows import ColumnCache, Rows, iter_rows, rowable
 from ddflow.kernels.local_rows import lookup as lookup_rows
 from ddflow.lattice import TimeType
 
@@ -268,21 +268,13 @@ class IndexedHistory:
         names = list(self.schema)
         if not rowable(self.schema):
             return self.rows()
-        light = self.light
-        rows: list[tuple[Any, ...]] = (
-            list(zip(*[light.get_column(n).to_list() for n in names], strict=True))
-            if light.height else [])
+        rows = list(iter_rows(self.light, names))
         for batch, index, codes in self.indexed:
             lo, hi = index.key_rows(codes)
             idx = ranges(lo, hi - lo)
             cache = ColumnCache.of(batch)
-            if cache is None:
-                rows.extend(batch[idx][names].rows())
-                continue
-            by_name = dict(zip(batch.columns, cache.arrays, strict=True))
-            cols = [a[idx].tolist() if isinstance(a, np.ndarray) else a.gather(idx).to_list()
-                    for a in (by_name[n] for n in names)]
-            rows.extend(zip(*cols, strict=True))
+            rows.extend(batch[idx][names].rows() if cache is None
+                        else cache.take(idx, names).rows)
         return Rows(self.schema, rows)
 
     def key_weights(self) -> tuple[np.ndarray, np.ndarray]:

@@ -382,10 +382,16 @@ class ColumnCache:
             else:
                 self.arrays.append(s)  # gathered per lookup (nulls, strings, dates)
 
-    def take(self, idx: np.ndarray) -> Rows:
+    def take(self, idx: np.ndarray, names: Sequence[str] | None = None) -> Rows:
+        """The rows at positions ``idx``: every column, or the named ones in that order."""
+        arrays, schema = self.arrays, self.schema
+        if names is not None and list(names) != list(schema):
+            by_name = dict(zip(schema, arrays, strict=True))
+            arrays = [by_name[n] for n in names]
+            schema = {n: schema[n] for n in names}
         cols = [a[idx].tolist() if isinstance(a, np.ndarray) else a.gather(idx).to_list()
-                for a in self.arrays]
-        return Rows(self.schema, list(zip(*cols, strict=True)))
+                for a in arrays]
+        return Rows(schema, list(zip(*cols, strict=True)))
 
     def take_range(self, lo: int, hi: int) -> Rows:
         """Rows ``lo`` to ``hi`` (a slice: cheaper than gathering the same positions)."""

@@ -129,12 +129,11 @@ class ReduceOp(Operator):
             keyset = k.key_set(queries)
             result = k.reduce_evaluate(self.spec, queries, self._history(keyset),
                                        self._output_of(keyset), tt)
-            self._read.clear()  # (the output changes below)
             if k.height(result):
                 self.output.insert(k.arrange(result, self.spec.keys), k.height(result))
                 for t, part in k.split_by_time(k.drop_key(result), tt):
                     self.send(0, t, part)
-        self._read.clear()
+        self._read.clear()  # (nothing reads it after the evaluation; the output changed)
         self.set_capabilities(self._minimal_pending())
         self.input_handle.set_since(frontier)
         self.output_handle.set_since(frontier)
