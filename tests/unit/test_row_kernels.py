@@ -197,36 +197,42 @@ def test_columnar_runtime_never_holds_rows() -> None:
     assert seen and Rows not in seen
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=300, deadline=None)
 @given(rows=st.lists(st.tuples(st.integers(-3, 3), st.sampled_from([0, 7, -2**40, 2**40]),
                                st.integers(0, 2), st.integers(-2, 2), st.integers(-1, 1)),
                      max_size=40),
        wide=st.booleans(), unsigned=st.booleans(), drop_zero=st.booleans(),
-       runs=st.sampled_from([None, 1, 2, 3]), few_runs=st.sampled_from([0, 64]))
+       runs=st.sampled_from([None, 1, 2, 3]), few_runs=st.sampled_from([0, 64]),
+       sums=st.sampled_from([["__diff", "w"], ["__diff"]]), wide_sum=st.booleans())
 def test_grouped_sums_by_packed_codes_equal_the_group_by(rows, wide, unsigned, drop_zero, runs,
-                                                         few_runs):
+                                                         few_runs, sums, wide_sum):
     """The packed-code sum (large integer frames) against Polars' group-by: negative, wide
-    and unsigned columns, ranges too wide to pack (which fall back), two summed columns, and
-    groups whose sums are all zero dropped or kept. Packed, the groups come out sorted.
-    Frames that are ``runs`` sorted runs (as a merge of arranged batches is: one run takes
-    neither a sort nor a gather), sorted by the stable sort or by Polars' (``few_runs``)."""
+    and unsigned columns, ranges too wide to pack (which fall back), one or two summed
+    columns (one is folded into the codes when its range fits: not with ``wide_sum``), and
+    groups whose sums are all zero dropped or kept. Packed, the groups come out sorted, their
+    columns decoded from the codes in their own types. Frames that are ``runs`` sorted runs
+    (as a merge of arranged batches is: one run takes neither a sort nor a gather), sorted by
+    the stable sort or by Polars' (``few_runs``)."""
     schema = {"a": pl.Int64, "b": pl.Int64, "c": pl.UInt32 if unsigned else pl.Int16,
               "__diff": pl.Int64, "w": pl.Int64}
     f = pl.DataFrame(rows, schema=schema, orient="row")
     if wide and f.height:
         f = f.with_columns(pl.Series("b", [(-1) ** i * (2**61 + i) for i in range(f.height)]))
+    if wide_sum:
+        f = f.with_columns(pl.col("__diff") * 2**50)
     if runs is not None:  # cut into that many parts, each sorted by the group
         part = pl.int_range(pl.len()) * runs // pl.len()
         f = f.with_columns(part.alias("__part")).sort(["__part", "a", "b", "c"]).drop("__part")
+    f = f.select(["a", "b", "c", *sums])
     limits = L.PACKED_SUM_ROWS, L.SORTED_RUNS
     L.PACKED_SUM_ROWS, L.SORTED_RUNS = 1, few_runs  # the packed path for any size
     try:
-        got = L.grouped_sums(f, ["a", "b", "c"], ["__diff", "w"], drop_zero=drop_zero)
+        got = L.grouped_sums(f, ["a", "b", "c"], sums, drop_zero=drop_zero)
     finally:
         L.PACKED_SUM_ROWS, L.SORTED_RUNS = limits
-    want = f.group_by(["a", "b", "c"]).agg(pl.col("__diff").sum(), pl.col("w").sum())
+    want = f.group_by(["a", "b", "c"]).agg([pl.col(w).sum() for w in sums])
     if drop_zero:
-        want = want.filter((pl.col("__diff") != 0) | (pl.col("w") != 0))
+        want = want.filter(pl.any_horizontal([pl.col(w) != 0 for w in sums]))
     assert got.schema == want.schema
     assert sorted(got.rows()) == sorted(want.rows())
     if not wide:
