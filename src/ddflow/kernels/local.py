@@ -636,21 +636,24 @@ class _Packing:
     def __init__(self, code: np.ndarray, digits: list[tuple[int, int, int]], width: int) -> None:
         self.code, self.digits, self.width = code, digits, width
 
-    def decode(self, frame: pl.DataFrame, group: Sequence[str], codes: np.ndarray
-               ) -> pl.DataFrame:
-        """The group columns (``frame``'s names and types) of the rows of ``codes``.
-        (Computed by Polars: the columns of a trace's batches live in its memory, as gathered
-        ones did, not in arrays NumPy allocated, which fragment the C heap when held.)"""
+    def decode(self, frame: pl.DataFrame, group: Sequence[str], codes: np.ndarray,
+               sums: Sequence[str], totals: list[np.ndarray]) -> pl.DataFrame:
+        """The frame of the groups of ``codes`` (``frame``'s names and types) with their
+        ``totals`` of ``sums``. Computed by Polars, into buffers of its own: a frame built on
+        NumPy arrays keeps them (no copy), and arrays NumPy allocated and held in a trace's
+        batches fragment the C heap (the peak RSS of a first epoch rose by 150 MB)."""
         code = pl.col("__code")
         columns = []
         for name, (low, stride, span) in zip(group, self.digits, strict=True):
-            value = code // stride if stride > 1 else code
+            value = code // stride if stride > 1 else code + 0  # (+ 0: a copy)
             if stride * span < self.width:  # (the first column's digit needs no modulo)
                 value = value % span
             if low:
                 value = value + low
             columns.append(value.cast(frame.schema[name]).alias(name))
-        return pl.DataFrame({"__code": codes}).select(columns)
+        columns.extend((pl.col(w) + 0).cast(frame.schema[w]) for w in sums)
+        data = {"__code": codes, **dict(zip(sums, totals, strict=True))}
+        return pl.DataFrame(data).select(columns)
 
 
 def _packed_sums(frame: pl.DataFrame, packing: _Packing, group: Sequence[str],
@@ -726,8 +729,7 @@ def _decoded(frame: pl.DataFrame, packing: _Packing, group: Sequence[str], codes
         for t in totals[1:]:
             keep |= t != 0
         codes, totals = codes[keep], [t[keep] for t in totals]
-    return packing.decode(frame, group, codes).with_columns(
-        [pl.Series(w, t, dtype=frame.schema[w]) for w, t in zip(sums, totals, strict=True)])
+    return packing.decode(frame, group, codes, sums, totals)
 
 
 def _any_zero(totals: list[np.ndarray]) -> bool:
