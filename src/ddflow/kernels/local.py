@@ -665,7 +665,8 @@ def _packed_sums(frame: pl.DataFrame, packing: _Packing, group: Sequence[str],
         folded = _folded_sums(frame, packing, sums[0], falls)
         if folded is not None:
             codes, total = folded
-            return _decoded(frame, packing, group, codes, sums, [total], drop_zero)
+            return _decoded(frame, packing, group, codes, sums, [total],
+                            _kept([total], drop_zero))
     order: np.ndarray | None = None  # the rows in code order (None: as they are)
     if falls > SORTED_RUNS:
         order = pl.Series(code).arg_sort().to_numpy()
@@ -680,10 +681,11 @@ def _packed_sums(frame: pl.DataFrame, packing: _Packing, group: Sequence[str],
         if order is not None:
             values = values[order]
         totals.append(values if starts is None else np.add.reduceat(values, starts))
-    if order is None and starts is None and not (drop_zero and _any_zero(totals)):
-        return frame.select([*group, *sums])  # sorted, no group repeated, no sum zero
+    keep = _kept(totals, drop_zero)
+    if order is None and starts is None and keep is None:
+        return frame.select([*group, *sums])  # sorted, no group repeated, none dropped
     codes = ordered if starts is None else ordered[starts]
-    return _decoded(frame, packing, group, codes, sums, totals, drop_zero)
+    return _decoded(frame, packing, group, codes, sums, totals, keep)
 
 
 def _folded_sums(frame: pl.DataFrame, packing: _Packing, w: str, falls: int
@@ -721,23 +723,24 @@ def _folded_sums(frame: pl.DataFrame, packing: _Packing, w: str, falls: int
 
 
 def _decoded(frame: pl.DataFrame, packing: _Packing, group: Sequence[str], codes: np.ndarray,
-             sums: Sequence[str], totals: list[np.ndarray], drop_zero: bool) -> pl.DataFrame:
-    """The frame of the groups ``codes`` with their ``totals`` (without the groups whose
-    totals are all zero, with ``drop_zero``)."""
-    if drop_zero and _any_zero(totals):
-        keep = totals[0] != 0
-        for t in totals[1:]:
-            keep |= t != 0
+             sums: Sequence[str], totals: list[np.ndarray], keep: np.ndarray | None
+             ) -> pl.DataFrame:
+    """The frame of the groups ``codes`` with their ``totals``, only those in ``keep`` (a
+    mask; None: all)."""
+    if keep is not None:
         codes, totals = codes[keep], [t[keep] for t in totals]
     return packing.decode(frame, group, codes, sums, totals)
 
 
-def _any_zero(totals: list[np.ndarray]) -> bool:
-    """Whether some group's sums are all zero."""
-    zero = totals[0] == 0
+def _kept(totals: list[np.ndarray], drop_zero: bool) -> np.ndarray | None:
+    """With ``drop_zero``, the mask of the groups whose sums are not all zero; None when
+    every group stays."""
+    if not drop_zero:
+        return None
+    keep = totals[0] != 0
     for t in totals[1:]:
-        zero &= t == 0
-    return bool(zero.any())
+        keep |= t != 0
+    return None if keep.all() else keep
 
 
 def _any_nonzero(sums: Sequence[str]) -> pl.Expr:
