@@ -13,11 +13,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ddflow.kernels.local import KEY, LocalKernels
-from ddflow.kernels.local_reduce import interesting_times
+from ddflow.kernels.local_reduce import _distinct_keys, interesting_times
 from ddflow.kernels.local_rows import frame as as_frame
 from ddflow.lattice import TimeType
 
 TIMES = [
+    TimeType(("product",)),  # (a total order)
     TimeType(("product", "product")),
     TimeType(("product", "product", "product")),
     TimeType(("product", "lexicographic")),
@@ -60,6 +61,8 @@ def cases(draw: st.DrawFn) -> tuple[TimeType, list[Any], list[Any]]:
     tt = draw(st.sampled_from(TIMES))
     time = st.tuples(*[st.integers(0, 3)] * tt.width)
     new = draw(st.lists(st.tuples(keys, time), min_size=1, max_size=3))
+    if draw(st.booleans()):  # all at one time (the keys alone, and one part)
+        new = [(k, new[0][1]) for k, _ in new]
     history = draw(st.lists(st.tuples(keys, time), max_size=8))
     return tt, new, history
 
@@ -87,3 +90,22 @@ def test_incomparable_lifts_add_their_lub():
         parts = interesting_times(frame_of(new, tt), frame_of(history, tt), tt, ["k"],
                                   small_rows=small_rows)
         assert got(parts) == {((0, 2, 2), 1), ((0, 5, 2), 1), ((0, 2, 7), 1), ((0, 5, 7), 1)}
+
+
+@settings(max_examples=200, deadline=None)
+@given(rows=st.lists(st.tuples(st.one_of(st.none(), st.integers(0, 3)), st.integers(0, 2)),
+                     max_size=30),
+       collide=st.booleans(), flagged=st.booleans())
+def test_distinct_keys_are_the_unique_key_rows(rows, collide, flagged):
+    """The distinct ``(KEY, a, b)`` rows of a batch sorted by ``KEY``, from the runs' heads,
+    whatever the codes: here codes that collide (several keys in one run) or not."""
+    data = pl.DataFrame(rows, orient="row", schema={"a": pl.Int64, "b": pl.Int64})
+    code = (pl.col("b") % 2) if collide else (pl.col("a").fill_null(-1) * 3 + pl.col("b"))
+    batch = data.with_columns(code.cast(pl.Int64).alias(KEY)).sort(KEY)
+    if flagged:
+        batch = batch.with_columns(pl.col(KEY).set_sorted())
+    got_rows = _distinct_keys(batch, ["a", "b"])
+    assert got_rows.columns == [KEY, "a", "b"]
+    assert sorted(got_rows.iter_rows(), key=repr) == sorted(
+        set(batch.select([KEY, "a", "b"]).iter_rows()), key=repr)
+    assert got_rows.get_column(KEY).is_sorted()

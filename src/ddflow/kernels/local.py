@@ -536,7 +536,11 @@ class LocalKernels:
             drop = keys if type(keys) is Rows else Rows(dict(keys.schema), keys.rows())
             return R.without_keys(batch, drop)
         keys = frame(keys)
-        return batch.join(keys, on=keys.columns, how="anti", nulls_equal=True)
+        kept = batch.join(keys, on=keys.columns, how="anti", nulls_equal=True,
+                          maintain_order="left")
+        if KEY in batch.columns and batch.get_column(KEY).flags["SORTED_ASC"]:
+            return kept.with_columns(kept.get_column(KEY).set_sorted())  # (still sorted)
+        return kept
 
     def time_queries(self, pending: dict[Time, list[pl.DataFrame]], tt: TimeType) -> Batch:
         from ddflow.kernels.local_reduce import time_queries

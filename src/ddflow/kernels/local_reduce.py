@@ -28,6 +28,7 @@ from ddflow.kernels.local import (
     all_before,
     join_exprs,
     le_expr,
+    shares_key,
     time_columns,
 )
 from ddflow.kernels.local_index import IndexedHistory, indexed_sums
@@ -77,13 +78,21 @@ def interesting_times(new: pl.DataFrame, history: pl.DataFrame, tt: TimeType,
     if new.height + history.height <= _limit(small_rows):
         return _interesting_times_rows(new, history, tt, jkeys)
     new, history = frame(new), frame(history)
-    fresh = new.select(cols).unique()
+    one = _one_time(new, tcols)
+    if one is None:
+        fresh = new.select(cols).unique()
+    else:  # (a step's new updates are often all at one time: the keys suffice)
+        known = _distinct_keys(new, keys)
+        fresh = known.with_columns(pl.lit(v, dtype=new.schema[c]).alias(c)
+                                   for c, v in zip(tcols, one, strict=True))
     ecols = [f"__e{i}" for i in range(tt.width)]
     rename = dict(zip(tcols, ecols))
     lifted = not all_before(history, fresh, tt, tcols, tcols)  # can history lift a new time?
     if tt.is_total or (not lifted and fresh.get_column(KEY).n_unique() == fresh.height):
         # a chain of new times per key: the closure adds the key's later times (lub(n, e) =
         # max(n, e)), if any
+        if one is not None and not lifted:  # one time, and no other time above it
+            return [(one, known)]
         closed = fresh
         if lifted:
             later = history.select(cols).unique().rename(rename).join(
@@ -113,6 +122,37 @@ def interesting_times(new: pl.DataFrame, history: pl.DataFrame, tt: TimeType,
         return []
     parts = closed.partition_by(tcols, as_dict=True, include_key=False)
     return [(tuple(int(x) for x in t), f) for t, f in parts.items()]  # type: ignore[union-attr]
+
+
+def _one_time(batch: pl.DataFrame, tcols: Sequence[str]) -> Time | None:
+    """The time of every row of ``batch`` when they all have the same one, else None."""
+    ends = batch.select([*(pl.col(c).min().alias(f"__lo{i}") for i, c in enumerate(tcols)),
+                         *(pl.col(c).max().alias(f"__hi{i}") for i, c in enumerate(tcols))])
+    row = ends.row(0)
+    lo, hi = row[:len(tcols)], row[len(tcols):]
+    if lo != hi or any(x is None for x in lo):
+        return None
+    return tuple(int(x) for x in lo)
+
+
+def _distinct_keys(batch: pl.DataFrame, keys: Sequence[str]) -> pl.DataFrame:
+    """The distinct ``(KEY, *keys)`` rows of ``batch``, sorted by ``KEY``: of the key code
+    alone where it is a copy of the one key column (one column, several times cheaper to
+    make unique, and at once when it comes sorted)."""
+    if shares_key(batch, keys):
+        codes = batch.get_column(KEY).unique().sort()
+        return pl.DataFrame([codes, codes.alias(keys[0])])
+    cols = [KEY, *keys]
+    if keys and batch.get_column(KEY).flags["SORTED_ASC"]:
+        # sorted by the code: a key's rows are one run, unless codes collide (then a run
+        # holds several keys, and the run heads do not do)
+        head = pl.col(KEY).ne_missing(pl.col(KEY).shift(1))
+        moved = pl.any_horizontal([pl.col(k).ne_missing(pl.col(k).shift(1)) for k in keys])
+        probe = batch.select(head.alias("head"), (moved & ~head).alias("clash"))
+        if not probe.get_column("clash").any():
+            heads = batch.select(cols).filter(probe.get_column("head"))
+            return heads.with_columns(heads.get_column(KEY).set_sorted())
+    return batch.select(cols).unique().sort(KEY)
 
 
 def _not_chains(times: pl.DataFrame, tt: TimeType, jkeys: list[str]) -> pl.DataFrame:

@@ -1,7 +1,8 @@
 """Arrangements and joins (differential-dataflow-cidr2013 §4.3).
 
-``ArrangeOp`` consolidates each incoming batch, indexes it by key into its :class:`Spine` and
-forwards the arranged batch, in the same step. So for every reader of the spine::
+``ArrangeOp`` consolidates the incoming batches of each time as one, indexes it by key into
+its :class:`Spine` and forwards the arranged batch, in the same step. So for every reader of
+the spine::
 
     trace contents = batches the reader has received + batches queued for it      (*)
 
@@ -49,7 +50,11 @@ class ArrangeOp(Operator):
 
     def schedule(self) -> None:
         k = self.kernels
+        at: dict[Any, list[Any]] = {}  # the batches of each time, consolidated as one
         for t, batch in self.pull(0):
+            at.setdefault(t, []).append(batch)
+        for t, batches in at.items():
+            batch = k.concat(batches)
             if self.prepare is not None:
                 batch = self.prepare(batch)
             batch = k.arrange(k.consolidate(batch, self.sums), self.keys)
