@@ -339,7 +339,7 @@ def indexed_sums(history: IndexedHistory, qk: np.ndarray, qt: Sequence[np.ndarra
     light = history.light
     tcols = history.tt.columns()
     if light.height:
-        pos, valid = _positions(qk, qt, light.get_column(KEY).to_numpy(),
+        pos, valid = positions(qk, qt, light.get_column(KEY).to_numpy(),
                                 [light.get_column(c).to_numpy() for c in tcols])
         diff = light.get_column(DIFF).to_numpy()[valid]
         np.add.at(count, pos, diff)
@@ -386,15 +386,35 @@ def indexed_sums(history: IndexedHistory, qk: np.ndarray, qt: Sequence[np.ndarra
                    np.concatenate(diff_parts) if diff_parts else np.zeros(0, dtype=np.int64))
 
 
-def _positions(qk: np.ndarray, qt: Sequence[np.ndarray], codes: np.ndarray,
+def positions(qk: np.ndarray, qt: Sequence[np.ndarray], codes: np.ndarray,
                times: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     """For rows of key ``codes`` at ``times``: the position of each row's query in ``qk``
     (sorted), for the rows whose key is queried at a time ``>=`` the row's; and that mask."""
-    pos = np.minimum(np.searchsorted(qk, codes), len(qk) - 1)
-    valid = qk[pos] == codes
+    pos, valid = _found(qk, codes)
     for t, q in zip(times, qt, strict=True):
         valid &= t <= q[pos]
     return pos[valid], valid
+
+
+#: codes searched by runs of equal codes (:func:`_found`) when there are at least this many
+RUN_SEARCH_ROWS = 1024
+
+
+def _found(qk: np.ndarray, codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The position of each of ``codes`` in ``qk`` (sorted, unique; clipped to its last),
+    and whether it is there. A history comes as a few sorted runs of each key's rows: where
+    equal codes follow each other in long runs, one search per run, not per code (a first
+    epoch's histories: about 4 times faster)."""
+    last = len(qk) - 1
+    if len(codes) >= RUN_SEARCH_ROWS:
+        moved = codes[1:] != codes[:-1]
+        if np.count_nonzero(moved) * 4 < len(codes):
+            starts = np.flatnonzero(np.concatenate(([True], moved)))
+            lengths = np.diff(starts, append=len(codes))
+            at = np.minimum(np.searchsorted(qk, codes[starts]), last)
+            return np.repeat(at, lengths), np.repeat(qk[at] == codes[starts], lengths)
+    at = np.minimum(np.searchsorted(qk, codes), last)
+    return at, qk[at] == codes
 
 
 def _cut(values: np.ndarray, lo: np.ndarray, hi: np.ndarray, bound: np.ndarray,

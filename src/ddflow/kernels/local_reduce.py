@@ -31,7 +31,7 @@ from ddflow.kernels.local import (
     shares_key,
     time_columns,
 )
-from ddflow.kernels.local_index import IndexedHistory, indexed_sums
+from ddflow.kernels.local_index import IndexedHistory, indexed_sums, positions
 from ddflow.kernels.local_rows import Rows, as_rows, frame, iter_rows, rowable
 from ddflow.lattice import Time, TimeType
 
@@ -155,6 +155,15 @@ def _distinct_keys(batch: pl.DataFrame, keys: Sequence[str]) -> pl.DataFrame:
     return batch.select(cols).unique().sort(KEY)
 
 
+def _by_key(batch: pl.DataFrame, keys: Sequence[str]) -> tuple[list[str], list[pl.Expr]]:
+    """What to group ``batch`` by for one group per key, and the key columns to carry:
+    the key code alone where it is a copy of the one key column (a group-by of one column
+    is several times cheaper than of two), else the code and the key columns."""
+    if shares_key(batch, keys):
+        return [KEY], [pl.col(keys[0]).first()]
+    return [KEY, *keys], []
+
+
 def _not_chains(times: pl.DataFrame, tt: TimeType, jkeys: list[str]) -> pl.DataFrame:
     """The rows of ``times`` (``jkeys, __t*``) of the keys whose times are not a chain (not
     totally ordered): sorted lexicographically (a linear extension of the order), a key's
@@ -246,43 +255,56 @@ def minmax_unchanged(spec: ReduceSpec, new: Any, out_history: Any, tt: TimeType,
     new, out_history = frame(new), frame(out_history)
     mins, maxs = _extremes(spec)
     ins, ret = pl.col(DIFF) > 0, pl.col(DIFF) < 0
-    g = new.group_by(jkeys).agg(
+    by, carried = _by_key(new, spec.keys)
+    one = _one_time(new, tcols)  # (then the diffs summed per key are those per key and time)
+    g = new.group_by(by).agg(
+        *carried,
         *[pl.col(t).min().alias(f"__m{i}") for i, t in enumerate(tcols)],
         *[pl.col(c).filter(ins).min().alias(f"__lo_{name}") for name, c in mins],
         *[pl.col(c).filter(ret).min().alias(f"__rlo_{name}") for name, c in mins],
         *[pl.col(c).filter(ins).max().alias(f"__hi_{name}") for name, c in maxs],
         *[pl.col(c).filter(ret).max().alias(f"__rhi_{name}") for name, c in maxs],
+        *([pl.col(DIFF).sum().alias("__sum")] if one is not None else []),
     )
-    negative = (new.group_by([*jkeys, *tcols]).agg(pl.col(DIFF).sum())
-                .filter(pl.col(DIFF) < 0).select(jkeys))
-    g = g.join(negative, on=jkeys, how="anti", nulls_equal=True)
+    if one is None:
+        negative = (new.group_by([*by, *tcols]).agg(pl.col(DIFF).sum())
+                    .filter(pl.col(DIFF) < 0).select(by))
+        g = g.join(negative, on=by, how="anti", nulls_equal=True)
+    else:
+        g = g.filter(pl.col("__sum") >= 0).drop("__sum")
     if g.height == 0:
         return new.select(jkeys).clear()
     outs = list(spec.outputs)
     names = [name for name, _ in mins + maxs]
-    o = out_history.join(g.select([*jkeys, *[f"__m{i}" for i in range(tt.width)]]), on=jkeys,
-                          nulls_equal=True)
-    before = pl.all_horizontal([pl.col(t) <= pl.col(f"__m{i}") for i, t in enumerate(tcols)])
+    marks = [f"__m{i}" for i in range(tt.width)]
+    if by == [KEY] and shares_key(out_history, spec.keys):  # (the codes are the keys)
+        o = out_history.join(g.select([KEY, *marks]), on=KEY)
+    else:
+        o = out_history.join(g.select([*jkeys, *marks]), on=jkeys, nulls_equal=True)
+    by, carried = _by_key(o, spec.keys)
+    before = pl.all_horizontal([pl.col(t) <= pl.col(m) for t, m in zip(tcols, marks, strict=True)])
     o = o.with_columns(before.alias("__before"))
     # the output at the least new time: a single row of multiplicity 1
     at = (
-        o.filter(pl.col("__before")).group_by([*jkeys, *outs]).agg(pl.col(DIFF).sum())
+        o.filter(pl.col("__before")).group_by([*by, *outs]).agg(*carried, pl.col(DIFF).sum())
         .filter(pl.col(DIFF) != 0)
-        .group_by(jkeys).agg(pl.len().alias("__rows"), (pl.col(DIFF).first() == 1).alias("__one"),
-                             *[pl.col(name).first() for name in names])
+        .group_by(by).agg(*carried, pl.len().alias("__rows"),
+                          (pl.col(DIFF).first() == 1).alias("__one"),
+                          *[pl.col(name).first() for name in names])
         .filter((pl.col("__rows") == 1) & pl.col("__one"))
     )
     # later output updates: at each time they replace rows (diffs summing to zero), and the
     # rows they add bound the min (max) at the times after
     later = o.filter(~pl.col("__before"))
-    unsettled = (later.group_by([*jkeys, *tcols]).agg(pl.col(DIFF).sum())
-                 .filter(pl.col(DIFF) != 0).select(jkeys))
-    added = later.filter(pl.col(DIFF) > 0).group_by(jkeys).agg(
+    unsettled = (later.group_by([*by, *tcols]).agg(pl.col(DIFF).sum())
+                 .filter(pl.col(DIFF) != 0).select(by))
+    added = later.filter(pl.col(DIFF) > 0).group_by(by).agg(
+        *carried,
         *[pl.col(name).max().alias(f"__b_{name}") for name, _ in mins],
         *[pl.col(name).min().alias(f"__b_{name}") for name, _ in maxs],
         *[pl.col(name).null_count().alias(f"__n_{name}") for name in names],
     )
-    ok = (at.join(unsettled, on=jkeys, how="anti", nulls_equal=True)
+    ok = (at.join(unsettled, on=by, how="anti", nulls_equal=True)
           .join(added, on=jkeys, how="left", nulls_equal=True)
           .join(g, on=jkeys, nulls_equal=True))
     cond = pl.lit(True)
@@ -596,14 +618,10 @@ def _extreme_by_bound(spec: ReduceSpec, q_all: pl.DataFrame, history: Any,
     if indexed:
         count, (pos, value, diff) = indexed_sums(history, qk, qt, c, bound, bounded, sign)
     else:
-        hk = history.get_column(KEY).to_numpy()
-        pos = np.minimum(np.searchsorted(qk, hk), len(qk) - 1)
-        valid = qk[pos] == hk
-        for tc, t in zip(tcols, qt, strict=True):
-            valid &= history.get_column(tc).to_numpy() <= t[pos]
-        pos = pos[valid]
+        pos, valid = positions(qk, qt, history.get_column(KEY).to_numpy(),
+                               [history.get_column(tc).to_numpy() for tc in tcols])
         diff = history.get_column(DIFF).to_numpy()[valid]
-        if len(diff) and int(np.abs(diff).max()) * len(diff) >= 2**53:
+        if len(diff) and max(-int(diff.min()), int(diff.max())) * len(diff) >= 2**53:
             return None  # (float sums below would not be exact)
         count = np.bincount(pos, weights=diff, minlength=len(qk))
         value = history.get_column(c).cast(pl.Int64).to_numpy()[valid] * sign

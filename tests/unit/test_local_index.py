@@ -1,0 +1,39 @@
+"""Reading a history's rows by query (:mod:`ddflow.kernels.local_index`): each row's query
+found by runs of equal key codes, as a search per row would find it."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ddflow.kernels import local_index
+from ddflow.kernels.local_index import positions
+
+
+@settings(max_examples=200, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), runs=st.integers(1, 6), keys=st.integers(1, 300),
+       asked=st.integers(1, 300), rows=st.integers(0, 4000), low=st.booleans())
+def test_positions_by_runs_equal_a_search_per_row(seed, runs, keys, asked, rows, low):
+    """A history of a few sorted runs (as a trace's batches give it), or of codes in no
+    order; queries on some of its keys and on keys it lacks, at times per query."""
+    rng = np.random.default_rng(seed)
+    universe = rng.choice(10**6, size=keys, replace=False) - 5 * 10**5
+    parts = [np.sort(rng.choice(universe, size=rows // runs)) for _ in range(runs)]
+    codes = np.concatenate(parts).astype(np.int64)
+    if rng.random() < 0.2:
+        rng.shuffle(codes)
+    times = [rng.integers(0, 4, len(codes)), rng.integers(0, 4, len(codes))]
+    qk = np.unique(np.concatenate([rng.choice(universe, size=asked),
+                                   rng.integers(-10**6, 10**6, 5)])).astype(np.int64)
+    qt = [rng.integers(0, 4, len(qk)), rng.integers(0, 4, len(qk))]
+    saved = local_index.RUN_SEARCH_ROWS
+    local_index.RUN_SEARCH_ROWS = 1 if low else saved
+    try:
+        pos, valid = positions(qk, qt, codes, times)
+    finally:
+        local_index.RUN_SEARCH_ROWS = saved
+    at = np.minimum(np.searchsorted(qk, codes), len(qk) - 1)
+    want = (qk[at] == codes) & (times[0] <= qt[0][at]) & (times[1] <= qt[1][at])
+    assert np.array_equal(valid, want)
+    assert np.array_equal(pos, at[want])
