@@ -164,6 +164,9 @@ def test_interesting_times_and_queries_rows_equal_columnar(case, cut):
         q_columnar = as_frame(time_queries(pending, tt, small_rows=-1))
         assert q_rows.schema == q_columnar.schema
         assert sorted(q_rows.iter_rows(), key=repr) == sorted(q_columnar.iter_rows(), key=repr)
+        # a time pending in two frames (two steps' keys) holds each key once
+        twice = as_frame(time_queries({t: [f, f] for t, f in columnar}, tt, small_rows=-1))
+        assert sorted(twice.iter_rows(), key=repr) == sorted(q_columnar.iter_rows(), key=repr)
 
 
 BOUNDED_SPECS = [

@@ -88,17 +88,23 @@ def interesting_times(new: pl.DataFrame, history: pl.DataFrame, tt: TimeType,
     ecols = [f"__e{i}" for i in range(tt.width)]
     rename = dict(zip(tcols, ecols))
     lifted = not all_before(history, fresh, tt, tcols, tcols)  # can history lift a new time?
-    if tt.is_total or (not lifted and fresh.get_column(KEY).n_unique() == fresh.height):
-        # a chain of new times per key: the closure adds the key's later times (lub(n, e) =
-        # max(n, e)), if any
+    head = tcols[:-1]
+    # a chain per key: in a total order; or one new time per key, which the key's other
+    # times lift (if at all) only in the last coordinate (all below it in the others: the
+    # common case of a later epoch's loop, whose history holds earlier epochs' iterations)
+    if tt.is_total or (fresh.get_column(KEY).n_unique() == fresh.height and (
+            not lifted or (tt.width > 1 and all_before(history, fresh, tt, head, head)))):
+        # the closure adds the times that lift the last coordinate: lub(n, e) is n with the
+        # last coordinate max(n, e)
         if one is not None and not lifted:  # one time, and no other time above it
             return [(one, known)]
         closed = fresh
         if lifted:
-            later = history.select(cols).unique().rename(rename).join(
-                fresh.group_by(jkeys).agg(pl.col(tcols[0]).min()), on=jkeys, nulls_equal=True
-            ).filter(pl.col(ecols[0]) > pl.col(tcols[0])).select(
-                [*jkeys, pl.col(ecols[0]).alias(tcols[0])])
+            last, elast = tcols[-1], ecols[-1]
+            later = (history.select([*jkeys, last]).unique().rename({last: elast})
+                     .join(fresh, on=jkeys, nulls_equal=True)
+                     .filter(pl.col(elast) > pl.col(last))
+                     .select([*jkeys, *head, pl.col(elast).alias(last)]))
             closed = pl.concat([fresh, later]).unique()
     else:
         # U: each new time lifted by every time of its key (the new ones included). A lub of
@@ -411,7 +417,9 @@ def _minmax_unchanged_rows(spec: ReduceSpec, new: Any, out_history: Any, tt: Tim
 
 def time_queries(pending: dict[Time, list[Any]], tt: TimeType,
                  small_rows: int | None = None) -> Any:
-    """``(KEY, keys, __t*)`` rows, one per distinct pending ``(key, time)``."""
+    """``(KEY, keys, __t*)`` rows, one per distinct pending ``(key, time)``. (Each frame
+    holds distinct keys, as :func:`interesting_times` gives them: only the keys of a time
+    pending in several frames are made unique.)"""
     frames = [f for fs in pending.values() for f in fs]
     if sum(f.height for f in frames) <= _limit(small_rows):
         rows = {(*key, *t) for t, fs in pending.items() for f in fs
@@ -422,10 +430,12 @@ def time_queries(pending: dict[Time, list[Any]], tt: TimeType,
     for t, frames in pending.items():
         frames = [frame(f) for f in frames]
         keys = pl.concat(frames) if len(frames) > 1 else frames[0]
+        if len(frames) > 1:
+            keys = keys.unique()
         parts.append(keys.with_columns(
-            [pl.lit(v, dtype=pl.Int64).alias(c) for c, v in zip(tt.columns(), t)]
+            [pl.lit(v, dtype=pl.Int64).alias(c) for c, v in zip(tt.columns(), t, strict=True)]
         ))
-    return pl.concat(parts).unique()
+    return pl.concat(parts) if len(parts) > 1 else parts[0]
 
 
 def reduce_prepare(spec: ReduceSpec, batch: Any, tt: TimeType) -> Any:
@@ -535,12 +545,15 @@ def _evaluate_columnar(spec: ReduceSpec, queries: pl.DataFrame, history: pl.Data
         if current is None or r:
             current = accumulate(out_history, q, tt, jkeys, outs)
         want = desired if rounds == 1 else desired.join(q, on=[*jkeys, *qcols], how="semi", nulls_equal=True)
+        if current.height:
+            change = (pl.concat([want, current.with_columns(-pl.col(DIFF))],
+                                how="vertical_relaxed")
+                      .group_by(group).agg(pl.col(DIFF).sum()))
+        else:  # (no output yet, as in a first epoch: the desired rows, one per group already)
+            change = want.select([*group, DIFF])
         change = (
-            pl.concat([want, current.with_columns(-pl.col(DIFF))], how="vertical_relaxed")
-            .group_by(group)
-            .agg(pl.col(DIFF).sum())
-            .filter(pl.col(DIFF) != 0)
-            .rename(dict(zip(qcols, tcols)))
+            change.filter(pl.col(DIFF) != 0)
+            .rename(dict(zip(qcols, tcols, strict=True)))
             .select([*jkeys, *outs, *tcols, DIFF])
         )
         if change.height:
