@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from ddflow.kernels.local import KEY, LocalKernels
 from ddflow.kernels.local_reduce import _distinct_keys, interesting_times
+from ddflow.kernels.local_rows import as_rows
 from ddflow.kernels.local_rows import frame as as_frame
 from ddflow.lattice import TimeType
 
@@ -109,3 +110,28 @@ def test_distinct_keys_are_the_unique_key_rows(rows, collide, flagged):
     assert sorted(got_rows.iter_rows(), key=repr) == sorted(
         set(batch.select([KEY, "a", "b"]).iter_rows()), key=repr)
     assert got_rows.get_column(KEY).is_sorted()
+
+
+@settings(max_examples=300, deadline=None)
+@given(case=cases(), cut=st.integers(0, 8), rows_part=st.booleans(), rows_new=st.booleans())
+def test_a_trace_before_the_new_times_lifts_none(case, cut, rows_part, rows_new):
+    """``trace_before`` (the reduce then reads no history for the interesting times) holds
+    exactly when each coordinate of every trace time is at most that of every new time; and
+    then the interesting times are those of the new updates alone."""
+    tt, new, history = case
+    k = LocalKernels()
+    arranged = frame_of(history, tt)
+    parts = [arranged.head(cut), arranged.slice(cut)]
+    if rows_part:  # (a small batch of a trace is held as rows)
+        parts[0] = as_rows(parts[0], 10**9)
+    fresh = frame_of(new, tt)
+    got_before = k.trace_before(parts, as_rows(fresh, 10**9) if rows_new else fresh, tt)
+    if tt.is_product:
+        want = all(h[i] <= n[i] for _, h in history for _, n in new for i in range(tt.width))
+    else:
+        want = False
+    assert got_before == want
+    if got_before:
+        for small_rows in (10**9, -1):
+            alone = interesting_times(fresh, arranged.clear(), tt, ["k"], small_rows=small_rows)
+            assert got(alone) == expected(new, history, tt)

@@ -463,8 +463,8 @@ class LocalKernels:
         tcols = tt.columns()
         lsel = [pl.col(c).alias(f"__l_{c}") for c in left.columns if c != KEY]
         rsel = [pl.col(c).alias(f"__r_{c}") for c in right.columns if c != KEY]
-        j = left.select(lsel).join(
-            right.select(rsel),
+        j = left.lazy().select(lsel).join(
+            right.lazy().select(rsel),
             left_on=[f"__l_{c}" for c in left_on],
             right_on=[f"__r_{c}" for c in right_on],
             how="inner",
@@ -473,7 +473,9 @@ class LocalKernels:
         exprs = [pl.col(f"__{side}_{c}").alias(name) for side, c, name in output]
         exprs += join_exprs(tt, [f"__l_{c}" for c in tcols], [f"__r_{c}" for c in tcols], tcols)
         exprs.append((pl.col(f"__l_{DIFF}") * pl.col(f"__r_{DIFF}")).alias(DIFF))
-        return self._small(j.select(exprs))
+        # (one query: the pairs' columns that no output needs, such as the keys, are not
+        # gathered, and the pairs are not held beside the output)
+        return self._small(j.select(exprs).collect())
 
     def _join_schema(self, left: pl.DataFrame, right: pl.DataFrame, tt: TimeType,
                      output: Sequence[tuple[str, str, str]]) -> dict[str, pl.DataType]:
@@ -491,6 +493,24 @@ class LocalKernels:
         return accumulate(history, queries, tt, keys, values, weights)
 
     # ------------------------------------------------------------------ reduce
+
+    def trace_before(self, parts: Sequence[Any], batch: Any, tt: TimeType) -> bool:
+        """Is every time of the trace ``parts`` ``<=`` every time of ``batch``? (The cheap
+        sufficient test of :func:`all_before`, coordinate by coordinate in a product order,
+        with each part's greatest times remembered: a part never changes.) Then no update
+        of the trace lifts a time of ``batch`` to a later one, and a reduce need not read its
+        history for the interesting times."""
+        if not tt.is_product or self.height(batch) == 0:
+            return False
+        tcols = tt.columns()
+        least = _time_bounds(batch, tcols, least=True)
+        if least is None:
+            return False
+        for part in parts:
+            greatest = _greatest_times(part, tcols)
+            if greatest is not None and any(g > q for g, q in zip(greatest, least, strict=True)):
+                return False
+        return True
 
     def key_set(self, batch: Any) -> Any:
         """The distinct key codes of an arranged batch (sorted), for lookups."""
@@ -833,6 +853,31 @@ def join_on_key(left: pl.DataFrame, right: pl.DataFrame, keys: Sequence[str]) ->
     return j.filter(pl.all_horizontal(same)).drop([f"{k}__r" for k in rest])
 
 
+def _time_bounds(batch: Batch, tcols: Sequence[str], least: bool) -> tuple[int, ...] | None:
+    """The least (else greatest) value of each time column of ``batch``; None when empty."""
+    if isinstance(batch, Rows):
+        if not batch.rows:
+            return None
+        pick = min if least else max
+        return tuple(pick(r[batch.index(c)] for r in batch.rows) for c in tcols)
+    if batch.height == 0:
+        return None
+    ends = batch.select([(pl.col(c).min() if least else pl.col(c).max()).alias(f"__b{i}")
+                         for i, c in enumerate(tcols)]).row(0)
+    return tuple(int(x) for x in ends)
+
+
+def _greatest_times(part: Batch, tcols: Sequence[str]) -> tuple[int, ...] | None:
+    """:func:`_time_bounds` (greatest) of a trace's batch, remembered with a large one."""
+    if isinstance(part, Rows):
+        return _time_bounds(part, tcols, least=False)
+    known = getattr(part, "_dd_greatest", None)
+    if known is None or known[0] != tuple(tcols):
+        known = (tuple(tcols), _time_bounds(part, tcols, least=False))
+        part._dd_greatest = known  # type: ignore[attr-defined]
+    return known[1]
+
+
 def all_before(history: pl.DataFrame, queries: pl.DataFrame, tt: TimeType,
                tcols: Sequence[str], qcols: Sequence[str]) -> bool:
     """Is every time of ``history`` ``<=`` every time of ``queries``? (A cheap sufficient
@@ -840,6 +885,8 @@ def all_before(history: pl.DataFrame, queries: pl.DataFrame, tt: TimeType,
     product orders; for lexicographic pairs, compared as pairs.)"""
     if not tt.is_product:
         return False
+    if history.height == 0:
+        return True
     hi = history.select([pl.col(c).max() for c in tcols]).row(0)
     lo = queries.select([pl.col(c).min() for c in qcols]).row(0)
     return all(a is not None and b is not None and a <= b for a, b in zip(hi, lo))

@@ -159,7 +159,11 @@ class ReduceOp(Operator):
             self.skipped += k.height(skip)
             new = k.without_keys(new, skip)
         if k.height(new):
-            history = self._history(k.key_set(new))
+            if (hasattr(k, "trace_before")
+                    and k.trace_before(self.input.parts(), new, self.tt)):
+                history = self.input.empty  # (no update can lift a new time: none is read)
+            else:
+                history = self._history(k.key_set(new))
             for t, keys in k.interesting_times(new, history, self.tt, self.spec.keys):
                 self.pending.setdefault(t, []).append(keys)
         return True
