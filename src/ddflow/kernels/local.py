@@ -859,7 +859,8 @@ def _time_bounds(batch: Batch, tcols: Sequence[str], least: bool) -> tuple[int, 
         if not batch.rows:
             return None
         pick = min if least else max
-        return tuple(pick(r[batch.index(c)] for r in batch.rows) for c in tcols)
+        at = [batch.index(c) for c in tcols]
+        return tuple(pick(r[i] for r in batch.rows) for i in at)
     if batch.height == 0:
         return None
     ends = batch.select([(pl.col(c).min() if least else pl.col(c).max()).alias(f"__b{i}")

@@ -340,7 +340,7 @@ def indexed_sums(history: IndexedHistory, qk: np.ndarray, qt: Sequence[np.ndarra
     tcols = history.tt.columns()
     if light.height:
         pos, valid = positions(qk, qt, light.get_column(KEY).to_numpy(),
-                                [light.get_column(c).to_numpy() for c in tcols])
+                               [light.get_column(c).to_numpy() for c in tcols])
         diff = light.get_column(DIFF).to_numpy()[valid]
         np.add.at(count, pos, diff)
         value = light.get_column(column).cast(pl.Int64).to_numpy()[valid] * sign
@@ -387,7 +387,7 @@ def indexed_sums(history: IndexedHistory, qk: np.ndarray, qt: Sequence[np.ndarra
 
 
 def positions(qk: np.ndarray, qt: Sequence[np.ndarray], codes: np.ndarray,
-               times: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+              times: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     """For rows of key ``codes`` at ``times``: the position of each row's query in ``qk``
     (sorted), for the rows whose key is queried at a time ``>=`` the row's; and that mask."""
     pos, valid = _found(qk, codes)

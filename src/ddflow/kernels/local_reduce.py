@@ -150,8 +150,8 @@ def _distinct_keys(batch: pl.DataFrame, keys: Sequence[str]) -> pl.DataFrame:
         return pl.DataFrame([codes, codes.alias(keys[0])])
     cols = [KEY, *keys]
     if keys and batch.get_column(KEY).flags["SORTED_ASC"]:
-        # sorted by the code: a key's rows are one run, unless codes collide (then a run
-        # holds several keys, and the run heads do not do)
+        # sorted by the code: a key's rows are one run, and the runs' heads are the keys,
+        # unless codes collide (a run then holds several keys: made unique instead)
         head = pl.col(KEY).ne_missing(pl.col(KEY).shift(1))
         moved = pl.any_horizontal([pl.col(k).ne_missing(pl.col(k).shift(1)) for k in keys])
         probe = batch.select(head.alias("head"), (moved & ~head).alias("clash"))
