@@ -18,9 +18,8 @@ import sys
 import time as _time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
 import polars as pl
 
 from ddflow.build import build
@@ -39,6 +38,10 @@ from ddflow.lattice import EPOCHS
 from ddflow.plan import Node, Plan, Scope
 from ddflow.schema import Schema
 from ddflow.timely import Vertex
+
+if TYPE_CHECKING:  # pandas is imported when a frame is asked for as pandas (it takes ~70 MB)
+    import pandas as pd
+
 
 __all__ = ["Dataflow", "InputCollection", "LocalRuntime", "Output", "Probe", "RunProgress"]
 
@@ -209,6 +212,8 @@ class Dataflow:
             for name, counts in self._loop_counts.items()
             for t, n in sorted(counts.items())
         ]
+        import pandas as pd
+
         return pd.DataFrame(rows, columns=["loop", "epoch", "iteration", "time", "differences"])
 
     def last_epoch(self) -> int:
@@ -449,7 +454,8 @@ def _as_polars(frame: Any) -> pl.DataFrame:
         return frame.collect()
     if isinstance(frame, pl.DataFrame):
         return frame
-    if isinstance(frame, pd.DataFrame):
+    pd = sys.modules.get("pandas")  # if pandas was never imported, frame cannot be pandas
+    if pd is not None and isinstance(frame, pd.DataFrame):
         return pl.from_pandas(frame)
     return pl.DataFrame(pl.from_arrow(frame))
 
@@ -557,6 +563,8 @@ def to_pandas(frame: pl.DataFrame, schema: Schema) -> pd.DataFrame:
     """``frame`` as pandas, with a nullable integer or boolean column (``"int64?"``) in
     pandas' nullable dtype (``Int64``, ``boolean``), so that a null stays a null (``pd.NA``)
     instead of turning the column into floats."""
+    import pandas as pd
+
     out = frame.to_pandas()
     for name, dtype in schema.items():
         target = _PANDAS_NULLABLE.get(dtype.name)

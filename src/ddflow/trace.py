@@ -51,7 +51,7 @@ class CuttingKernels(BatchKernels, Protocol):
 
     def merge_cut(self, batches: Sequence[Any], start: Any, rows: int
                   ) -> tuple[list[Any], Any]: ...
-    def merge_pieces(self, pieces: Sequence[Any], keys: Sequence[str]) -> Any: ...
+    def merge_pieces(self, pieces: list[Any], keys: Sequence[str]) -> Any: ...
 
 
 #: merges of at least this many updates are done in steps (:class:`Merging`)
@@ -91,7 +91,9 @@ class Merging:
             self.done = self.start is None
 
     def result(self, spine: Spine) -> Any:
-        return cast(CuttingKernels, spine.kernels).merge_pieces(self.pieces, spine.keys)
+        """The merged batch (of a merge done): the merge lets go of its inputs and pieces."""
+        pieces, self.pieces, self.inputs = self.pieces, [], []
+        return cast(CuttingKernels, spine.kernels).merge_pieces(pieces, spine.keys)
 
 
 class Spine:

@@ -4,6 +4,7 @@ found by runs of equal key codes, as a search per row would find it."""
 from __future__ import annotations
 
 import numpy as np
+import polars as pl
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -37,3 +38,42 @@ def test_positions_by_runs_equal_a_search_per_row(seed, runs, keys, asked, rows,
     want = (qk[at] == codes) & (times[0] <= qt[0][at]) & (times[1] <= qt[1][at])
     assert np.array_equal(valid, want)
     assert np.array_equal(pos, at[want])
+
+
+@settings(max_examples=200, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), runs=st.integers(1, 5), keys=st.integers(1, 200),
+       rows=st.integers(0, 3000), limit=st.integers(1, 500), asked=st.integers(1, 200))
+def test_evaluation_slices_cut_the_queries_by_key_range(seed, runs, keys, rows, limit, asked):
+    """A reduce's evaluation in ranges of keys (``LocalKernels.evaluation_slices``): the
+    ranges are the keys in order, each query is in the range of its key, and each range's
+    updates in the trace are about the limit (at most the limit's share plus one key's)."""
+    from ddflow.kernels import local_reduce
+    from ddflow.kernels.local import KEY, LocalKernels
+
+    rng = np.random.default_rng(seed)
+    universe = np.sort(rng.choice(10**6, size=keys, replace=False) - 5 * 10**5)
+    parts = [pl.DataFrame({KEY: np.sort(rng.choice(universe, size=rows // runs)),
+                           "x": rng.integers(0, 9, rows // runs)}) for _ in range(runs)]
+    codes = np.unique(rng.choice(universe, size=asked)).astype(np.int64)
+    queries = pl.DataFrame({KEY: rng.choice(codes, size=3 * len(codes)),
+                            "__t0": rng.integers(0, 4, 3 * len(codes))})
+    saved = local_reduce.EVALUATE_SLICE_ROWS
+    local_reduce.EVALUATE_SLICE_ROWS = limit
+    try:
+        slices = LocalKernels().evaluation_slices(queries, codes, parts)
+    finally:
+        local_reduce.EVALUATE_SLICE_ROWS = saved
+    all_codes = np.concatenate([p.get_column(KEY).to_numpy() for p in parts])
+    weight = {int(c): int(np.count_nonzero(all_codes == c)) for c in codes}
+    total = sum(weight.values())
+    if total <= limit or len(codes) < 2:
+        assert slices is None
+        return
+    assert slices is not None
+    assert np.array_equal(np.concatenate([c for _, c in slices]), codes)
+    share = -(-total // -(-total // limit))
+    for q, c in slices:
+        assert len(c) and set(q.get_column(KEY).to_list()) <= set(c.tolist())
+        assert sum(weight[int(x)] for x in c) <= share + max(weight[int(x)] for x in c)
+    got = pl.concat([q for q, _ in slices]).sort([KEY, "__t0"])
+    assert got.equals(queries.sort([KEY, "__t0"]))

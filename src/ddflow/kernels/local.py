@@ -398,14 +398,33 @@ class LocalKernels:
                 for c in codes]
         return [_slice(b, lo, hi) for b, lo, hi in zip(batches, at, ends, strict=True)], cut
 
-    def merge_pieces(self, pieces: Sequence[Batch], keys: Sequence[str]) -> Any:
-        """The ranges a merge in steps produced, in order, as one arranged batch."""
+    def merge_pieces(self, pieces: list[Batch], keys: Sequence[str]) -> Any:
+        """The ranges a merge in steps produced, in order, as one arranged batch (contiguous:
+        its columns are read as NumPy views). Takes the pieces out of ``pieces``, and copies
+        one column at a time, letting the pieces' copy of each go as it is done: the pieces
+        and the batch are never both alive whole (a first epoch's largest merge is a few
+        hundred MB)."""
         if not pieces:
             return self._small(pl.DataFrame())
-        merged = self.concat([frame(p) for p in pieces]) if len(pieces) > 1 else pieces[0]
-        if isinstance(merged, Rows):
-            return merged
-        return self._small(share_key(merged.rechunk(), keys))
+        if len(pieces) == 1:
+            merged = pieces.pop()
+            if isinstance(merged, Rows):
+                return merged
+            return self._small(share_key(merged.rechunk(), keys))
+        frames = [frame(p) for p in pieces]
+        pieces.clear()
+        names = frames[0].columns
+        frames = [f if f.columns == names else f.select(names) for f in frames]
+        shared = all(shares_key(f, keys) for f in frames)  # (the code is put back below)
+        columns: dict[str, pl.Series] = {}
+        for name in names:
+            if not (shared and name == KEY):
+                columns[name] = pl.concat([f.get_column(name) for f in frames]).rechunk()
+            frames = [f.drop(name) for f in frames]
+        merged = pl.DataFrame(columns)
+        if shared:
+            merged = merged.with_columns(merged.get_column(keys[0]).alias(KEY)).select(names)
+        return self._small(share_key(merged, keys))
 
     def lookup(self, batch: Any, codes: Any) -> Any:
         """Rows of an arranged batch whose key code is in ``codes`` (sorted, unique): rows
@@ -571,6 +590,38 @@ class LocalKernels:
         from ddflow.kernels.local_reduce import reduce_prepare
 
         return reduce_prepare(spec, batch, tt)
+
+    def evaluation_slices(self, queries: Batch, codes: Any, parts: Sequence[Any]
+                          ) -> list[tuple[Batch, np.ndarray]] | None:
+        """The queries and their key codes ``codes`` (sorted, unique) cut into ranges of keys
+        whose updates in the input batches ``parts`` are about
+        :data:`~ddflow.kernels.local_reduce.EVALUATE_SLICE_ROWS` each; None when they are
+        fewer (one evaluation). A reduce evaluates the ranges one at a time, reading the
+        history of each alone: a first epoch queries every key, and its history, read whole,
+        would be a copy of the whole trace alive through the evaluation."""
+        from ddflow.kernels.local_reduce import EVALUATE_SLICE_ROWS
+
+        if (isinstance(queries, Rows) or len(codes) < 2
+                or sum(self.height(p) for p in parts) <= EVALUATE_SLICE_ROWS):
+            return None
+        codes = np.asarray(codes, dtype=np.int64)
+        reach = np.zeros(len(codes), dtype=np.int64)
+        for p in parts:
+            col = _codes(p)
+            reach += np.searchsorted(col, codes, side="right")
+            reach -= np.searchsorted(col, codes, side="left")
+        np.cumsum(reach, out=reach)
+        total = int(reach[-1])
+        if total <= EVALUATE_SLICE_ROWS:
+            return None
+        n = -(-total // EVALUATE_SLICE_ROWS)
+        # the first code of each range: past the one at which the range's share is reached
+        cuts = np.unique(np.searchsorted(reach, total * np.arange(1, n) / n, side="left") + 1)
+        cuts = cuts[cuts < len(codes)]
+        key = queries.get_column(KEY).to_numpy()
+        at = np.searchsorted(codes[cuts], key, side="right")  # each query's range
+        return [(queries.filter(pl.Series(at == i)), part)
+                for i, part in enumerate(np.split(codes, cuts)) if len(part)]
 
     def reduce_evaluate(self, spec: Any, queries: pl.DataFrame, history: pl.DataFrame,
                         out_history: pl.DataFrame, tt: TimeType) -> Batch:

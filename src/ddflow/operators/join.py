@@ -53,8 +53,11 @@ class ArrangeOp(Operator):
         at: dict[Any, list[Any]] = {}  # the batches of each time, consolidated as one
         for t, batch in self.pull(0):
             at.setdefault(t, []).append(batch)
-        for t, batches in at.items():
+        while at:  # (each time's input let go before the next: a batch can be large)
+            t = next(iter(at))
+            batches = at.pop(t)
             batch = k.concat(batches)
+            del batches
             if self.prepare is not None:
                 batch = self.prepare(batch)
             batch = k.arrange(k.consolidate(batch, self.sums), self.keys)

@@ -31,7 +31,7 @@ multiplicity, when there is at least one.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -127,8 +127,13 @@ class ReduceOp(Operator):
             queries = k.time_queries({t: self.pending.pop(t) for t in ready}, tt)
             self.evaluated += k.height(queries)
             keyset = k.key_set(queries)
-            result = k.reduce_evaluate(self.spec, queries, self._history(keyset),
-                                       self._output_of(keyset), tt)
+            slices = (k.evaluation_slices(queries, keyset, self.input.parts())
+                      if hasattr(k, "evaluation_slices") else None)
+            if slices is None:
+                result = self._evaluate(queries, keyset)
+            else:  # (ranges of keys, each read and evaluated alone: see evaluation_slices)
+                del queries
+                result = k.concat([self._evaluate(*s) for s in _drain(slices)])
             if k.height(result):
                 self.output.insert(k.arrange(result, self.spec.keys), k.height(result))
                 for t, part in k.split_by_time(k.drop_key(result), tt):
@@ -167,6 +172,11 @@ class ReduceOp(Operator):
             for t, keys in k.interesting_times(new, history, self.tt, self.spec.keys):
                 self.pending.setdefault(t, []).append(keys)
         return True
+
+    def _evaluate(self, queries: Any, keyset: Any) -> Any:
+        """The output corrections at the queried ``(key, time)`` pairs of the keys ``keyset``."""
+        return self.kernels.reduce_evaluate(self.spec, queries, self._history(keyset),
+                                            self._output_of(keyset), self.tt)
 
     def _history(self, keyset: Any) -> Any:
         """The input updates of the keys: for a single min/max in a product order, through
@@ -220,6 +230,14 @@ class ReduceOp(Operator):
             if not any(tt.less_equal(m, t) for m in minimal):
                 minimal.append(t)
         return minimal
+
+
+def _drain(items: list[Any]) -> Iterator[Any]:
+    """The items of ``items`` in order, each removed from the list as it is taken (so that
+    what a consumer no longer holds is let go)."""
+    items.reverse()
+    while items:
+        yield items.pop()
 
 
 def _count(keyset: Any) -> int | None:
