@@ -208,6 +208,8 @@ class Spine:
             return
         for i in range(len(self.batches) - 1, -1, -1):
             self._finish(i)
+        if not self.batches:  # (the merges finished cancelled every update)
+            return
         merged = self.kernels.merge(self.batches, self.time_type, self.since, self.sums,
                                     self.keys)
         self.merged_records += sum(self.sizes)

@@ -8,7 +8,7 @@ from collections import Counter
 
 import numpy as np
 import polars as pl
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from ddflow import trace
@@ -150,6 +150,8 @@ def test_an_integer_key_column_is_its_own_code_in_memory():
 @given(updates, st.lists(st.integers(1, 8), min_size=1, max_size=8),
        st.lists(st.tuples(st.integers(0, 3), st.integers(0, 3)), min_size=1, max_size=3),
        st.integers(1, 3), st.integers(1, 6), st.booleans())
+@example(rows=[(0, 0, 0, 0, -1), (0, 0, 0, 0, 1)], cuts=[1], since=[(0, 0)], fuel=1, chunk=1,
+         compact=True)  # (a merge in progress cancelling everything, then compacted)
 def test_merges_in_steps_keep_every_accumulation(rows, cuts, since, fuel, chunk, compact):
     """Merges done a range of keys at a time (here of any size, in ranges of a few updates):
     after every insert, every key's accumulation at every time in advance of ``since`` equals
