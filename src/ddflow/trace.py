@@ -63,6 +63,11 @@ FUEL = 4
 #: a merge in progress works on ranges of keys of at least this many updates
 FUEL_CHUNK = 50_000
 
+#: and of at most about this many (of the batch with most left): a large insert's fuel is
+#: spent in several ranges, so that a merge's intermediate frames (the ranges concatenated,
+#: their packed codes, the merged range) are of one range at a time, not of the whole merge
+MERGE_RANGE_ROWS = 1_000_000
+
 
 class Merging:
     """A merge of adjacent batches done one range of keys at a time (see the module)."""
@@ -80,7 +85,7 @@ class Merging:
         k = cast(CuttingKernels, spine.kernels)
         self.fuel += fuel
         while not self.done and (finish or self.fuel >= FUEL_CHUNK):
-            rows = self.size if finish else self.fuel
+            rows = min(self.size if finish else self.fuel, MERGE_RANGE_ROWS)
             ranges, self.start = k.merge_cut(self.inputs, self.start, rows)
             merged = k.merge(ranges, spine.time_type, spine.since, spine.sums, spine.keys)
             taken = sum(k.height(r) for r in ranges)
@@ -218,16 +223,19 @@ class Spine:
 
     # ------------------------------------------------------------------ reading
 
-    def lookup(self, codes: Any, skip: Sequence[Any] = ()) -> Any:
+    def lookup(self, codes: Any, skip: Sequence[Any] = (), within: bool = False) -> Any:
         """The updates of the keys with the given (sorted, unique) codes, from every batch
-        but those in ``skip`` (by identity: see :meth:`holds`)."""
+        but those in ``skip`` (by identity: see :meth:`holds`). ``within``: a reader that
+        matches keys itself (a join) may get other keys' updates too, where the runtime
+        saves a copy by it (``lookup_within``)."""
         parts = self.parts()
         if skip:
             parts = [p for p in parts if not any(p is s for s in skip)]
         if not parts:
             return self.empty
         k = self.kernels
-        return k.concat([k.lookup(p, codes) for p in parts])
+        read = k.lookup_within if within and hasattr(k, "lookup_within") else k.lookup
+        return k.concat([read(p, codes) for p in parts])
 
     def holds(self, batch: Any) -> bool:
         """Whether ``batch`` is one of the trace's batches as it was inserted (not merged into

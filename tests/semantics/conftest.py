@@ -32,9 +32,12 @@ def _large_data_paths_at_any_size(monkeypatch: pytest.MonkeyPatch) -> None:
     frames of 50k rows or more are summed by packed codes (``kernels.local.grouped_sums``;
     here the group-by sums only what cannot be packed: floats, strings, nulls), and a reduce
     evaluation over more than 2M history rows goes in slices of keys
-    (``kernels.local_reduce.EVALUATE_SLICE_ROWS``; here more than 16)."""
+    (``kernels.local_reduce.EVALUATE_SLICE_ROWS``; here more than 16), and a lookup of many
+    keys in a batch of 64k rows or more scans it (``kernels.local.LOOKUP_SCAN_ROWS``; a join
+    then reads the batch whole, other keys' updates too)."""
     import ddflow.kernels.local as local
     import ddflow.kernels.local_reduce as local_reduce
 
     monkeypatch.setattr(local, "PACKED_SUM_ROWS", 1)
     monkeypatch.setattr(local_reduce, "EVALUATE_SLICE_ROWS", 16)
+    monkeypatch.setattr(local, "LOOKUP_SCAN_ROWS", 1)

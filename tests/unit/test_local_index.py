@@ -77,3 +77,33 @@ def test_evaluation_slices_cut_the_queries_by_key_range(seed, runs, keys, rows, 
         assert sum(weight[int(x)] for x in c) <= share + max(weight[int(x)] for x in c)
     got = pl.concat([q for q, _ in slices]).sort([KEY, "__t0"])
     assert got.equals(queries.sort([KEY, "__t0"]))
+
+
+@settings(max_examples=100, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), rows=st.integers(0, 400), keys=st.integers(1, 60),
+       asked=st.integers(0, 60), scan_rows=st.sampled_from([1, 10**9]))
+def test_lookup_within_holds_the_lookup(seed, rows, keys, asked, scan_rows):
+    """A join's read of a batch (``lookup_within``): the batch itself where a lookup would
+    scan it, else the lookup; either way its rows of the asked keys are the lookup's."""
+    from ddflow.kernels import local
+    from ddflow.kernels.local import KEY, LocalKernels
+
+    rng = np.random.default_rng(seed)
+    batch = pl.DataFrame({KEY: np.sort(rng.integers(0, keys, rows)),
+                          "x": rng.integers(0, 9, rows)})
+    codes = np.unique(rng.integers(0, keys + 5, asked)).astype(np.int64)
+    k = LocalKernels(small_rows=0)
+    saved = local.LOOKUP_SCAN_ROWS
+    local.LOOKUP_SCAN_ROWS = scan_rows
+    try:
+        got = local.frame(k.lookup_within(batch, codes))
+        want = local.frame(k.lookup(batch, codes))
+        scans = len(codes) * local.LOOKUP_SCAN >= rows >= scan_rows
+    finally:
+        local.LOOKUP_SCAN_ROWS = saved
+    if scans:
+        assert got is batch
+    asked_rows = got.filter(pl.col(KEY).is_in(codes.tolist()))
+    assert asked_rows.sort([KEY, "x"]).equals(want.sort([KEY, "x"]))
+    if not scans:
+        assert got.sort([KEY, "x"]).equals(want.sort([KEY, "x"]))

@@ -426,6 +426,16 @@ class LocalKernels:
             merged = merged.with_columns(merged.get_column(keys[0]).alias(KEY)).select(names)
         return self._small(share_key(merged, keys))
 
+    def lookup_within(self, batch: Any, codes: Any) -> Any:
+        """Rows of an arranged batch among which are those whose key code is in ``codes``,
+        for a reader that matches keys itself (a join): the batch itself where
+        :meth:`lookup` would scan it, else the same rows. (A first epoch's join asks for most
+        keys: the rows it would copy are most of the batch.)"""
+        if (type(batch) is not Rows
+                and len(codes) * LOOKUP_SCAN >= batch.height >= LOOKUP_SCAN_ROWS):
+            return batch
+        return self.lookup(batch, codes)
+
     def lookup(self, batch: Any, codes: Any) -> Any:
         """Rows of an arranged batch whose key code is in ``codes`` (sorted, unique): rows
         when few match (:mod:`local_rows`)."""

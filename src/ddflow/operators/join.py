@@ -89,7 +89,7 @@ class JoinOp(Operator):
         lmsgs = self.pull(0)
         rmsgs = self.pull(1)
         for t, dl in lmsgs:
-            other = self.right.lookup(k.key_set(dl))
+            other = self.right.lookup(k.key_set(dl), within=True)  # (joined on the keys)
             out = k.join_slice(dl, other, self.tt, self.left_on, self.right_on, True, self.output)
             if not k.is_empty(out):
                 self.send(0, t, out)
@@ -104,7 +104,7 @@ class JoinOp(Operator):
                 (held if self.left.holds(dl) else merged).append(dl)
             for t, dr in rmsgs:
                 codes = k.key_set(dr)
-                parts = [self.left.lookup(codes, skip=held)]
+                parts = [self.left.lookup(codes, skip=held, within=True)]
                 parts += [k.negate(k.lookup(dl, codes)) for dl in merged]
                 other = k.concat(parts)
                 out = k.join_slice(dr, other, self.tt, self.left_on, self.right_on, False, self.output)
