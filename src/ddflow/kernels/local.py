@@ -796,15 +796,28 @@ def _folded_sums(frame: pl.DataFrame, packing: _Packing, w: str, falls: int
         del series
     else:
         codes.sort(kind="stable")  # (merges the sorted runs)
-    digit = codes % span
-    codes = codes // span  # (a sorted series' array is read-only)
-    if low:
-        digit += low
-    repeated = codes[1:] == codes[:-1]
+    groups = codes // span  # (a new array: a sorted series' array is read-only)
+    repeated = groups[1:] == groups[:-1]
     if not repeated.any():
-        return codes, digit
+        digit = groups * span
+        np.subtract(codes, digit, out=digit)
+        if low:
+            digit += low
+        return groups, digit
     starts = np.flatnonzero(~np.concatenate(([False], repeated)))
-    return codes[starts], np.add.reduceat(digit, starts)
+    del repeated
+    heads = groups[starts]
+    del groups
+    # each group's sum without an array of the digits (a third array the size of the frame):
+    # the sum of its codes less its count times its own code's part. Integer arithmetic
+    # wraps modulo 2**64, so the result is exact whenever the sum itself fits in an int64
+    # (as a sum of the digits would be)
+    counts = np.diff(starts, append=len(codes))
+    total = np.add.reduceat(codes, starts)
+    total -= heads * span * counts
+    if low:
+        total += low * counts
+    return heads, total
 
 
 def _decoded(frame: pl.DataFrame, packing: _Packing, group: Sequence[str], codes: np.ndarray,
