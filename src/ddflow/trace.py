@@ -15,14 +15,17 @@ equals that of the updates inserted. The size of a trace is therefore bounded by
 (distinct ``(data, time)`` pairs after advancing), not by the length of its history.
 
 *Lookups.* ``lookup(codes)`` gathers the updates of a few keys from every batch by binary search,
-in time proportional to the keys and ``log n``, never a scan.
+in time proportional to the keys and ``log n``. (For a key per few dozen rows of a batch, a
+runtime may scan the batch once instead, a cost still bounded by the keys asked; a reader that
+matches keys itself, a join, then takes the batch whole: ``lookup(codes, within=True)``.)
 
 *Merges in steps.* Merging the largest batches at once would make one update in many pay for
 a merge of the whole trace. Where the runtime can cut batches by key (``merge_cut``), a merge of
 at least ``FUELED_ROWS`` updates is a :class:`Merging`: it advances one range of keys at a time,
-by ``FUEL`` updates for every update inserted, and the batches it merges answer lookups until
-it is done. A merge still in progress when a cascade reaches it is taken up into the new merge
-(its inputs join it), never finished at once.
+by ``FUEL`` updates for every update inserted (in ranges of at most about
+``MERGE_RANGE_ROWS``), and the batches it merges answer lookups until it is done. A merge still
+in progress when a cascade reaches it is taken up into the new merge (its inputs join it),
+never finished at once.
 
 The spine itself is runtime-agnostic: batches are opaque to it and every bulk operation goes
 through the runtime's kernels (``arrange``, ``merge``, ``lookup``, ``height``).
