@@ -421,20 +421,14 @@ class LocalKernels:
             if not (shared and name == KEY):
                 columns[name] = pl.concat([f.get_column(name) for f in frames]).rechunk()
             frames = [f.drop(name) for f in frames]
-        merged = pl.DataFrame(columns)
-        if shared:
-            merged = merged.with_columns(merged.get_column(keys[0]).alias(KEY)).select(names)
-        return self._small(share_key(merged, keys))
+        return self._small(share_key(pl.DataFrame(columns), keys).select(names))
 
     def lookup_within(self, batch: Any, codes: Any) -> Any:
         """Rows of an arranged batch among which are those whose key code is in ``codes``,
         for a reader that matches keys itself (a join): the batch itself where
         :meth:`lookup` would scan it, else the same rows. (A first epoch's join asks for most
         keys: the rows it would copy are most of the batch.)"""
-        if (type(batch) is not Rows
-                and len(codes) * LOOKUP_SCAN >= batch.height >= LOOKUP_SCAN_ROWS):
-            return batch
-        return self.lookup(batch, codes)
+        return batch if _scanned(batch, codes) else self.lookup(batch, codes)
 
     def lookup(self, batch: Any, codes: Any) -> Any:
         """Rows of an arranged batch whose key code is in ``codes`` (sorted, unique): rows
@@ -443,7 +437,7 @@ class LocalKernels:
             return R.lookup(batch, codes)
         if batch.height == 0 or len(codes) == 0:
             return batch.clear()
-        if len(codes) * LOOKUP_SCAN >= batch.height >= LOOKUP_SCAN_ROWS:
+        if _scanned(batch, codes):
             # keys by the tens of thousands (a first epoch's reduce reads every key): one
             # hashed pass over the batch costs less than a binary search and a gather per key
             return batch.filter(pl.col(KEY).is_in(pl.Series(codes, dtype=pl.Int64).implode()))
@@ -624,9 +618,8 @@ class LocalKernels:
         total = int(reach[-1])
         if total <= EVALUATE_SLICE_ROWS:
             return None
-        n = -(-total // EVALUATE_SLICE_ROWS)
         # the first code of each range: past the one at which the range's share is reached
-        cuts = np.unique(np.searchsorted(reach, total * np.arange(1, n) / n, side="left") + 1)
+        cuts = np.unique(balanced_cuts(reach, EVALUATE_SLICE_ROWS) + 1)
         cuts = cuts[cuts < len(codes)]
         key = queries.get_column(KEY).to_numpy()
         at = np.searchsorted(codes[cuts], key, side="right")  # each query's range
@@ -913,6 +906,22 @@ def sorted_by_key(batch: pl.DataFrame) -> pl.DataFrame:
     if key.is_sorted():
         return batch.with_columns(key.set_sorted())
     return batch.sort(KEY)
+
+
+def _scanned(batch: Batch, codes: Any) -> bool:
+    """Does a lookup of ``codes`` in ``batch`` scan it (keys by the tens of thousands, at
+    least one per :data:`LOOKUP_SCAN` rows of a large batch) rather than search it?"""
+    return (type(batch) is not Rows
+            and len(codes) * LOOKUP_SCAN >= batch.height >= LOOKUP_SCAN_ROWS)
+
+
+def balanced_cuts(reach: np.ndarray, rows: int) -> np.ndarray:
+    """Cutting a sequence of weights into ranges of about ``rows`` each (``reach``: their
+    running total, ``reach[-1] > 0``): the index at which each range but the last reaches its
+    share of the total (as many ranges as ``rows`` divides the total into, rounded up)."""
+    total = int(reach[-1])
+    n = -(-total // rows)
+    return np.searchsorted(reach, total * np.arange(1, n) / n, side="left")
 
 
 def join_on_key(left: pl.DataFrame, right: pl.DataFrame, keys: Sequence[str]) -> pl.DataFrame:

@@ -26,6 +26,7 @@ from ddflow.kernels.local import (
     QPREFIX,
     accumulate,
     all_before,
+    balanced_cuts,
     join_exprs,
     le_expr,
     shares_key,
@@ -496,9 +497,7 @@ def _key_slices(queries: pl.DataFrame, history: Any, out_history: pl.DataFrame
         codes, weights = history.key_weights()
         order = np.argsort(codes, kind="stable")
         codes, reach = codes[order], np.cumsum(weights[order])
-        n = -(-int(reach[-1]) // EVALUATE_SLICE_ROWS)
-        at = np.searchsorted(reach, reach[-1] * np.arange(1, n) / n, side="left")
-        bounds = np.unique(codes[at])
+        bounds = np.unique(codes[balanced_cuts(reach, EVALUATE_SLICE_ROWS)])
     else:
         codes = history.get_column(KEY).to_numpy()
         n = -(-len(codes) // EVALUATE_SLICE_ROWS)

@@ -31,7 +31,7 @@ multiplicity, when there is at least one.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -132,8 +132,7 @@ class ReduceOp(Operator):
             if slices is None:
                 result = self._evaluate(queries, keyset)
             else:  # (ranges of keys, each read and evaluated alone: see evaluation_slices)
-                del queries
-                result = k.concat([self._evaluate(*s) for s in _drain(slices)])
+                result = k.concat([self._evaluate(q, codes) for q, codes in slices])
             if k.height(result):
                 self.output.insert(k.arrange(result, self.spec.keys), k.height(result))
                 for t, part in k.split_by_time(k.drop_key(result), tt):
@@ -230,14 +229,6 @@ class ReduceOp(Operator):
             if not any(tt.less_equal(m, t) for m in minimal):
                 minimal.append(t)
         return minimal
-
-
-def _drain(items: list[Any]) -> Iterator[Any]:
-    """The items of ``items`` in order, each removed from the list as it is taken (so that
-    what a consumer no longer holds is let go)."""
-    items.reverse()
-    while items:
-        yield items.pop()
 
 
 def _count(keyset: Any) -> int | None:
