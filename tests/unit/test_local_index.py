@@ -42,19 +42,36 @@ def test_positions_by_runs_equal_a_search_per_row(seed, runs, keys, asked, rows,
 
 @settings(max_examples=200, deadline=None)
 @given(seed=st.integers(0, 2**32 - 1), runs=st.integers(1, 5), keys=st.integers(1, 200),
-       rows=st.integers(0, 3000), limit=st.integers(1, 500), asked=st.integers(1, 200))
-def test_evaluation_slices_cut_the_queries_by_key_range(seed, runs, keys, rows, limit, asked):
+       rows=st.integers(0, 3000), limit=st.integers(1, 500), asked=st.integers(1, 200),
+       heavy=st.sampled_from([2, 8, 64]))
+def test_evaluation_slices_cut_the_queries_by_key_range(seed, runs, keys, rows, limit, asked,
+                                                        heavy):
     """A reduce's evaluation in ranges of keys (``LocalKernels.evaluation_slices``): the
     ranges are the keys in order, each query is in the range of its key, and each range's
-    updates in the trace are about the limit (at most the limit's share plus one key's)."""
+    updates in the trace are about the limit (at most the limit's share plus one key's).
+    Some batches carry an index (as the reads of a later step leave them): its bound on a
+    batch's updates of the keys is never below their count."""
     from ddflow.kernels import local_reduce
-    from ddflow.kernels.local import KEY, LocalKernels
+    from ddflow.kernels.local import DIFF, KEY, LocalKernels
+    from ddflow.kernels.local_index import BatchIndex
+    from ddflow.lattice import EPOCHS
 
     rng = np.random.default_rng(seed)
     universe = np.sort(rng.choice(10**6, size=keys, replace=False) - 5 * 10**5)
     parts = [pl.DataFrame({KEY: np.sort(rng.choice(universe, size=rows // runs)),
-                           "x": rng.integers(0, 9, rows // runs)}) for _ in range(runs)]
+                           "__t0": rng.integers(0, 3, rows // runs),
+                           DIFF: np.ones(rows // runs, dtype=np.int64)}) for _ in range(runs)]
     codes = np.unique(rng.choice(universe, size=asked)).astype(np.int64)
+    saved_heavy = local_index.HEAVY_ROWS
+    local_index.HEAVY_ROWS = heavy
+    try:
+        for p in parts:
+            if rng.random() < 0.6:
+                index = BatchIndex.of(p, EPOCHS)
+                held = p.get_column(KEY).to_numpy()
+                assert index.rows_at_most(codes) >= np.isin(held, codes).sum()
+    finally:
+        local_index.HEAVY_ROWS = saved_heavy
     queries = pl.DataFrame({KEY: rng.choice(codes, size=3 * len(codes)),
                             "__t0": rng.integers(0, 4, 3 * len(codes))})
     saved = local_reduce.EVALUATE_SLICE_ROWS

@@ -609,6 +609,8 @@ class LocalKernels:
                 or sum(self.height(p) for p in parts) <= EVALUATE_SLICE_ROWS):
             return None
         codes = np.asarray(codes, dtype=np.int64)
+        if _updates_at_most(parts, codes) <= EVALUATE_SLICE_ROWS:
+            return None  # (a small step's keys: known without searching the large batches)
         reach = np.zeros(len(codes), dtype=np.int64)
         for p in parts:
             col = _codes(p)
@@ -913,6 +915,17 @@ def _scanned(batch: Batch, codes: Any) -> bool:
     least one per :data:`LOOKUP_SCAN` rows of a large batch) rather than search it?"""
     return (type(batch) is not Rows
             and len(codes) * LOOKUP_SCAN >= batch.height >= LOOKUP_SCAN_ROWS)
+
+
+def _updates_at_most(parts: Sequence[Any], codes: np.ndarray) -> int:
+    """A bound on the updates of ``codes`` (sorted, unique) in the batches ``parts``, with no
+    search of a large batch: from a batch's index where one was built (a search in its heavy
+    keys), else the batch's size."""
+    bound = 0
+    for p in parts:
+        index = getattr(p, "_dd_index", None) if type(p) is pl.DataFrame else None
+        bound += p.height if index is None else index.rows_at_most(codes)
+    return bound
 
 
 def balanced_cuts(reach: np.ndarray, rows: int) -> np.ndarray:

@@ -129,6 +129,7 @@ class BatchIndex:
         "codes",
         "heavy",
         "hi",
+        "light_max",
         "lo",
         "s_codes",
         "s_diff",
@@ -143,6 +144,7 @@ class BatchIndex:
         starts = np.flatnonzero(np.concatenate(([True], codes[1:] != codes[:-1])))
         lengths = np.diff(np.append(starts, n))
         heavy = lengths >= HEAVY_ROWS
+        self.light_max = HEAVY_ROWS - 1  # (the most updates a key not heavy has)
         self.heavy = codes[starts[heavy]]
         self.lo = starts[heavy]
         self.hi = self.lo + lengths[heavy]
@@ -186,6 +188,16 @@ class BatchIndex:
         hi = np.searchsorted(self.s_codes, codes, side="right")
         counts = hi - lo
         return ranges(lo, counts), np.repeat(np.arange(len(codes)), counts)
+
+    def rows_at_most(self, codes: np.ndarray) -> int:
+        """A bound on the updates of ``codes`` (sorted, unique) in the batch, from the index
+        alone: the heavy ones' rows, and the most a key not heavy has for each other code."""
+        if len(self.heavy) == 0:
+            return len(codes) * self.light_max
+        at = np.minimum(np.searchsorted(self.heavy, codes), len(self.heavy) - 1)
+        found = self.heavy[at] == codes
+        heavy_rows = int((self.hi[at[found]] - self.lo[at[found]]).sum())
+        return heavy_rows + int(len(codes) - np.count_nonzero(found)) * self.light_max
 
     def key_rows(self, codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The first and one-past-last row of each of ``codes`` (heavy keys of this batch)."""

@@ -711,10 +711,15 @@ def _evaluate_rows(spec: ReduceSpec, queries: Any, history: Any, out_history: An
 
     # key -> [(time, values, diff, weights)]
     inputs: dict[tuple[Any, ...], list[tuple[Any, ...]]] = {}
+    at_t, at_v, at_d = nk, nk + width, nk + width + nv  # where each part of a row starts
+    weighted = bool(spec.weights)
     for row in iter_rows(history, [*jkeys, *tcols, *spec.values, DIFF, *spec.weights]):
-        weights = tuple(0 if w is None else w for w in row[nk + width + nv + 1:])  # as sum()
-        inputs.setdefault(row[:nk], []).append(
-            (row[nk:nk + width], row[nk + width:nk + width + nv], row[nk + width + nv], weights))
+        weights = tuple(0 if w is None else w for w in row[at_d + 1:]) if weighted else ()
+        key = row[:at_t]
+        rows_k = inputs.get(key)
+        if rows_k is None:
+            inputs[key] = rows_k = []
+        rows_k.append((row[at_t:at_v], row[at_v:at_d], row[at_d], weights))  # (as sum())
     # key -> [(time, outputs, diff)]
     outputs: dict[tuple[Any, ...], list[tuple[Any, ...]]] = {}
     no = len(outs)
@@ -732,16 +737,22 @@ def _evaluate_rows(spec: ReduceSpec, queries: Any, history: Any, out_history: An
         history_k = inputs.get(key, ())
         out_k = outputs.setdefault(key, [])
         for q in sorted(times):
-            values: dict[tuple[Any, ...], list[Any]] = {}
-            for _, v, d, w in upto(history_k, q):
-                acc = values.get(v)
-                if acc is None:
-                    values[v] = [d, *w]
-                else:
-                    acc[0] += d
-                    for i, x in enumerate(w, 1):
-                        acc[i] += x
-            group = [(v, acc) for v, acc in values.items() if any(acc)]
+            if weighted:
+                values: dict[tuple[Any, ...], list[Any]] = {}
+                for _, v, d, w in upto(history_k, q):
+                    acc = values.get(v)
+                    if acc is None:
+                        values[v] = [d, *w]
+                    else:
+                        acc[0] += d
+                        for i, x in enumerate(w, 1):
+                            acc[i] += x
+                group = [(v, acc) for v, acc in values.items() if any(acc)]
+            else:  # (a count per value alone: most reduces, and every min/max)
+                counts: dict[tuple[Any, ...], int] = {}
+                for _, v, d, _ in upto(history_k, q):
+                    counts[v] = counts.get(v, 0) + d
+                group = [(v, [m]) for v, m in counts.items() if m]
             want: dict[tuple[Any, ...], int] = {}
             if group:
                 for o, m in group_fn(spec, key, group):
