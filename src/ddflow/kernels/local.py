@@ -603,14 +603,14 @@ class LocalKernels:
         fewer (one evaluation). A reduce evaluates the ranges one at a time, reading the
         history of each alone: a first epoch queries every key, and its history, read whole,
         would be a copy of the whole trace alive through the evaluation."""
+        from ddflow.kernels.local_index import updates_at_most
         from ddflow.kernels.local_reduce import EVALUATE_SLICE_ROWS
 
-        if (isinstance(queries, Rows) or len(codes) < 2
-                or sum(self.height(p) for p in parts) <= EVALUATE_SLICE_ROWS):
+        if isinstance(queries, Rows) or len(codes) < 2:
             return None
         codes = np.asarray(codes, dtype=np.int64)
-        if _updates_at_most(parts, codes) <= EVALUATE_SLICE_ROWS:
-            return None  # (a small step's keys: known without searching the large batches)
+        if updates_at_most(parts, codes) <= EVALUATE_SLICE_ROWS:
+            return None  # (a small trace, or a small step's keys: no large batch searched)
         reach = np.zeros(len(codes), dtype=np.int64)
         for p in parts:
             col = _codes(p)
@@ -915,17 +915,6 @@ def _scanned(batch: Batch, codes: Any) -> bool:
     least one per :data:`LOOKUP_SCAN` rows of a large batch) rather than search it?"""
     return (type(batch) is not Rows
             and len(codes) * LOOKUP_SCAN >= batch.height >= LOOKUP_SCAN_ROWS)
-
-
-def _updates_at_most(parts: Sequence[Any], codes: np.ndarray) -> int:
-    """A bound on the updates of ``codes`` (sorted, unique) in the batches ``parts``, with no
-    search of a large batch: from a batch's index where one was built (a search in its heavy
-    keys), else the batch's size."""
-    bound = 0
-    for p in parts:
-        index = getattr(p, "_dd_index", None) if type(p) is pl.DataFrame else None
-        bound += p.height if index is None else index.rows_at_most(codes)
-    return bound
 
 
 def balanced_cuts(reach: np.ndarray, rows: int) -> np.ndarray:

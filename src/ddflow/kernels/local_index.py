@@ -161,10 +161,16 @@ class BatchIndex:
     @staticmethod
     def of(batch: pl.DataFrame, tt: TimeType) -> BatchIndex:
         """The batch's index, built on first use and kept with the batch."""
-        index: BatchIndex | None = getattr(batch, "_dd_index", None)
+        index = BatchIndex.built(batch)
         if index is None:
             index = BatchIndex(batch, tt)
             batch._dd_index = index  # type: ignore[attr-defined]
+        return index
+
+    @staticmethod
+    def built(batch: Any) -> BatchIndex | None:
+        """The batch's index if one was built, else None (none is built)."""
+        index: BatchIndex | None = getattr(batch, "_dd_index", None)
         return index
 
     def values(self, batch: pl.DataFrame, column: str) -> np.ndarray | None:
@@ -203,6 +209,17 @@ class BatchIndex:
         """The first and one-past-last row of each of ``codes`` (heavy keys of this batch)."""
         at = np.searchsorted(self.heavy, codes)
         return self.lo[at], self.hi[at]
+
+
+def updates_at_most(parts: Sequence[Any], codes: np.ndarray) -> int:
+    """A bound on the updates of ``codes`` (sorted, unique) in the batches ``parts``, with no
+    search of a large batch: each batch's size, or less where the batch's index was built
+    (:meth:`BatchIndex.rows_at_most`, a search in its heavy keys)."""
+    bound = 0
+    for p in parts:
+        index = BatchIndex.built(p) if type(p) is pl.DataFrame else None
+        bound += p.height if index is None else min(p.height, index.rows_at_most(codes))
+    return bound
 
 
 class IndexedHistory:

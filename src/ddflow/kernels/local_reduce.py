@@ -714,12 +714,13 @@ def _evaluate_rows(spec: ReduceSpec, queries: Any, history: Any, out_history: An
     at_t, at_v, at_d = nk, nk + width, nk + width + nv  # where each part of a row starts
     weighted = bool(spec.weights)
     for row in iter_rows(history, [*jkeys, *tcols, *spec.values, DIFF, *spec.weights]):
+        # (a null weight counts as 0, as sum() takes it)
         weights = tuple(0 if w is None else w for w in row[at_d + 1:]) if weighted else ()
         key = row[:at_t]
         rows_k = inputs.get(key)
         if rows_k is None:
             inputs[key] = rows_k = []
-        rows_k.append((row[at_t:at_v], row[at_v:at_d], row[at_d], weights))  # (as sum())
+        rows_k.append((row[at_t:at_v], row[at_v:at_d], row[at_d], weights))
     # key -> [(time, outputs, diff)]
     outputs: dict[tuple[Any, ...], list[tuple[Any, ...]]] = {}
     no = len(outs)
