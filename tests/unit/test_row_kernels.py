@@ -281,3 +281,37 @@ def test_a_column_cache_takes_rows_with_columns_in_any_order():
     taken = cache.take(idx, names)
     assert taken.rows == f[idx][names].rows()
     assert list(taken.schema) == names
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.data())
+def test_fenced_key_ranges_equal_a_binary_search(data: st.DataObject) -> None:
+    """``key_ranges`` through fences against ``numpy.searchsorted``, left and right: keys in
+    runs from one row to several fences long, codes absent, below and above every key, at the
+    ends of the int64 range (the largest code takes the plain search), few and many."""
+    from ddflow.kernels.local_rows import FENCE, FENCED_CODES, key_ranges
+
+    seed = data.draw(st.integers(0, 2**32 - 1))
+    rng = np.random.default_rng(seed)
+    distinct = data.draw(st.integers(1, 3_000))
+    heavy = data.draw(st.sampled_from([1, 8, FENCE - 1, FENCE, 3 * FENCE + 5]))
+    runs = rng.integers(1, 4, distinct)
+    runs[rng.random(distinct) < 0.05] = heavy  # a few keys across fences
+    values = np.unique(rng.integers(-(2**40), 2**40, distinct))
+    if data.draw(st.booleans()):
+        values[0] = np.iinfo(np.int64).min  # (the null key's code)
+    keys = np.repeat(values, runs[:len(values)])
+    fence = keys[::FENCE].copy()
+    m = data.draw(st.sampled_from([1, FENCED_CODES - 1, FENCED_CODES, 200, 2_000]))
+    codes = np.concatenate((rng.choice(values, m), rng.integers(-(2**41), 2**41, m),
+                            values[:1] - 1, values[-1:] + 1))
+    if data.draw(st.booleans()):
+        codes = np.unique(codes)  # (a lookup's codes are sorted and unique; any order works)
+    if data.draw(st.integers(0, 4)) == 0:
+        codes = np.append(codes, np.iinfo(np.int64).max)
+    lo, hi = key_ranges(keys, codes, fence)
+    assert lo.tolist() == np.searchsorted(keys, codes, side="left").tolist()
+    assert hi.tolist() == np.searchsorted(keys, codes, side="right").tolist()
+    empty = np.zeros(0, dtype=np.int64)
+    lo, hi = key_ranges(empty, codes, empty[::FENCE].copy())
+    assert not lo.any() and not hi.any()

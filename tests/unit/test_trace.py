@@ -8,6 +8,7 @@ from collections import Counter
 
 import numpy as np
 import polars as pl
+import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
@@ -193,18 +194,22 @@ def test_a_long_trace_merges_in_steps_and_stays_geometric():
         assert trace_accumulation(s, key, (0, 3)) == accumulation(inserted, key, (0, 3))
 
 
-def test_lookups_of_few_and_of_many_keys_in_a_large_batch():
+@pytest.mark.parametrize("n", [70_000, 140_000])
+@pytest.mark.parametrize("small_rows", [0, 256])
+def test_lookups_of_few_and_of_many_keys_in_a_large_batch(n, small_rows):
     """A lookup finds exactly the asked keys' rows, in key order, whether it searches key by
-    key (few keys) or filters the whole batch (many keys: ``LOOKUP_SCAN``)."""
+    key (few keys; through the batch's fences at ``FENCED_ROWS`` rows and more, and giving
+    rows where few match) or filters the whole batch (many keys: ``LOOKUP_SCAN``)."""
+    from ddflow.kernels.local_rows import FENCED_CODES, FENCED_ROWS, ColumnCache
+
     rng = np.random.default_rng(11)
-    n = 70_000
-    big = LocalKernels(small_rows=0)
-    rows = pl.DataFrame({"k": rng.integers(0, 20_000, n), "v": rng.integers(0, 9, n),
+    big = LocalKernels(small_rows=small_rows)
+    rows = pl.DataFrame({"k": rng.integers(0, n // 4, n), "v": rng.integers(0, 9, n),
                          "__t0": np.zeros(n, dtype=np.int64), "__t1": rng.integers(0, 3, n),
                          "__diff": np.ones(n, dtype=np.int64)})
     arranged = big.arrange(rows, ["k"])
-    for m in (1, 30, 5_000, 15_000):
-        codes = np.unique(rng.integers(-5, 20_005, m))
+    for m in (1, 30, FENCED_CODES * 2, 1_000, 5_000, 15_000):
+        codes = np.unique(rng.integers(-5, n // 4 + 5, m))
         got = as_frame(big.lookup(arranged, codes))
         assert got.get_column("__key").is_sorted()
         wanted = set(codes.tolist())
@@ -212,6 +217,7 @@ def test_lookups_of_few_and_of_many_keys_in_a_large_batch():
         assert sorted(got.select(rows.columns).rows()) == sorted(expected)
         if m >= 5_000:
             assert m * L.LOOKUP_SCAN >= n  # (the filtering path)
+    assert (ColumnCache.of(arranged).fence is not None) == (n >= FENCED_ROWS)
 
 
 def test_a_merge_in_steps_that_cancels_out_leaves_the_spine_consistent():

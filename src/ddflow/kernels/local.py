@@ -441,12 +441,10 @@ class LocalKernels:
             # keys by the tens of thousands (a first epoch's reduce reads every key): one
             # hashed pass over the batch costs less than a binary search and a gather per key
             return batch.filter(pl.col(KEY).is_in(pl.Series(codes, dtype=pl.Int64).implode()))
-        small = R.lookup_frame(batch, codes, self.lookup_rows)
+        lo, hi = R.batch_ranges(batch, codes)
+        small = R.lookup_frame(batch, lo, hi, self.lookup_rows)
         if small is not None:
             return small
-        col = batch.get_column(KEY).to_numpy()
-        lo = np.searchsorted(col, codes, side="left")
-        hi = np.searchsorted(col, codes, side="right")
         counts = hi - lo
         total = int(counts.sum())
         if total == 0:
@@ -613,9 +611,9 @@ class LocalKernels:
             return None  # (a small trace, or a small step's keys: no large batch searched)
         reach = np.zeros(len(codes), dtype=np.int64)
         for p in parts:
-            col = _codes(p)
-            reach += np.searchsorted(col, codes, side="right")
-            reach -= np.searchsorted(col, codes, side="left")
+            lo, hi = (R.batch_ranges(p, codes) if type(p) is pl.DataFrame
+                      else R.key_ranges(_codes(p), codes))
+            reach += hi - lo
         np.cumsum(reach, out=reach)
         total = int(reach[-1])
         if total <= EVALUATE_SLICE_ROWS:

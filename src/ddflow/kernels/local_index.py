@@ -29,7 +29,7 @@ import numpy as np
 import polars as pl
 
 from ddflow.kernels.local import DIFF, KEY, LocalKernels, grouped_sums, shares_key
-from ddflow.kernels.local_rows import ColumnCache, Rows, iter_rows, rowable
+from ddflow.kernels.local_rows import ColumnCache, Rows, batch_ranges, iter_rows, rowable
 from ddflow.kernels.local_rows import lookup as lookup_rows
 from ddflow.lattice import TimeType
 
@@ -89,12 +89,11 @@ def gather(requests: Sequence[tuple[Any, np.ndarray]], schema: dict[str, Any]
             continue
         if batch.height == 0:
             continue
-        cache = ColumnCache.of(batch)  # (NumPy views of the columns, as a lookup uses)
-        keys = batch.get_column(KEY).to_numpy() if cache is None else cache.keys
-        lo = np.searchsorted(keys, codes, side="left")
-        idx = ranges(lo, np.searchsorted(keys, codes, side="right") - lo)
+        lo, hi = batch_ranges(batch, codes)
+        idx = ranges(lo, hi - lo)
         if len(idx) == 0:
             continue
+        cache = ColumnCache.of(batch)  # (NumPy views of the columns, as a lookup uses)
         if cache is None:
             frames.append(batch[idx][names])
             continue
