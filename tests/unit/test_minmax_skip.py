@@ -168,3 +168,66 @@ def check_skip(spec: ReduceSpec, history: list[Any], new: list[Any], skips: int,
     for small_rows in paths:
         skipped = minmax_unchanged(spec, new_frame, out_frame, TT, small_rows=small_rows)
         assert skipped.height == skips, small_rows
+
+
+ONE_EXTREME = [
+    ReduceSpec.of("agg", ["k"], aggs=[("lo", "min", "a")], out_types={"lo": I64}),
+    ReduceSpec.of("agg", ["k"], aggs=[("hi", "max", "a")], out_types={"hi": I64}),
+]
+present = st.integers(0, 4)
+present_update = st.tuples(st.integers(0, 2), present, present, st.sampled_from(GRID),
+                           st.sampled_from([1, 1, 1, -1, 2]))
+
+
+@settings(max_examples=400, deadline=None)
+@given(spec=st.sampled_from(ONE_EXTREME), history=st.lists(present_update, max_size=12),
+       new=st.lists(present_update, min_size=1, max_size=6), one_time=st.booleans(),
+       least=st.booleans(), arbitrary=st.one_of(st.none(), st.lists(
+           st.tuples(st.integers(0, 2), present, st.sampled_from(GRID), st.sampled_from([1, -1])),
+           max_size=10)))
+def test_the_array_skip_keeps_its_promise_and_agrees_with_the_other_paths(
+        spec, history, new, one_time, least, arbitrary):
+    """One min (max) of a column without nulls, keyed by an integer key: the NumPy path of
+    the skip keeps the promise above, and returns exactly the keys of the Polars path and of
+    the row path (new updates at one time or several; a max's values at the least int64,
+    which the NumPy path leaves to the others, now and then; and, for the agreement only,
+    output histories no reduce would hold: several rows at a time)."""
+    tcols = TT.columns()
+    if one_time:
+        new = [(k, a, b, new[0][3], d) for k, a, b, _, d in new]
+    if least and spec.aggs[0][1] == "max":
+        new = [(k, -2**63 if i == 0 else a, b, t, d) for i, (k, a, b, t, d) in enumerate(new)]
+    schema = {"k": I64, "a": I64, "b": I64, **{c: I64 for c in tcols}, DIFF: I64}
+    raw = pl.DataFrame([(k, a, b, *t, d) for k, a, b, t, d in new], orient="row", schema=schema)
+    new_frame = K.arrange(reduce_prepare(spec, raw, TT), spec.keys)
+    outs = list(spec.outputs)
+    held = (output_history(spec, history) if arbitrary is None
+            else [(k, v, *t, d) for k, v, t, d in arbitrary])
+    out_frame = K.arrange(pl.DataFrame(
+        held, orient="row",
+        schema={"k": I64, **{n: I64 for n in outs}, **{c: I64 for c in tcols}, DIFF: I64}),
+        spec.keys)
+
+    def keys_of(skipped: Any) -> set[int]:
+        return {row[1] for row in (skipped.rows if isinstance(skipped, Rows)
+                                   else skipped.select([KEY, "k"]).iter_rows())}
+
+    applies = local_reduce._minmax_unchanged_arrays(spec, new_frame, out_frame, TT)
+    assert (applies is None) == (least and spec.aggs[0][1] == "max")
+    arrays = keys_of(minmax_unchanged(spec, new_frame, out_frame, TT, small_rows=-1))
+    rows = keys_of(minmax_unchanged(
+        spec, *(Rows(dict(a.schema), list(a.iter_rows())) for a in (new_frame, out_frame)),
+        TT, small_rows=10**9))
+    original = local_reduce._minmax_unchanged_arrays
+    local_reduce._minmax_unchanged_arrays = lambda *a: None
+    try:
+        polars = keys_of(minmax_unchanged(spec, new_frame, out_frame, TT, small_rows=-1))
+    finally:
+        local_reduce._minmax_unchanged_arrays = original
+    assert arrays == polars == rows
+    if applies is not None:
+        assert keys_of(applies) == arrays
+    both = history + new
+    for key in arrays if arbitrary is None else ():
+        for t in GRID:
+            assert f(spec, accumulated(both, key, t)) == f(spec, accumulated(history, key, t))
