@@ -639,7 +639,9 @@ def _evaluate_columnar(spec: ReduceSpec, queries: pl.DataFrame, history: pl.Data
     current: pl.DataFrame | None = None
     if q_all.get_column(KEY).n_unique() == q_all.height:
         ranked, rounds = q_all, 1  # one query per key: a single round
-        current = accumulate(out_history, q_all, tt, jkeys, outs)
+        current = _accumulate_by_key(out_history, q_all, tt, jkeys, outs)
+        if current is None:
+            current = accumulate(out_history, q_all, tt, jkeys, outs)
         desired = _extreme_by_bound(spec, q_all, history, current, tt)
     else:
         ranked = _ranked(q_all, qcols)
@@ -784,6 +786,51 @@ def _extreme_by_bound(spec: ReduceSpec, q_all: pl.DataFrame, history: Any,
         desired = pl.concat([desired, GROUP_FUNCTIONS[spec.kind](spec, acc, [KEY, key], qcols)],
                             how="vertical_relaxed")
     return desired
+
+
+def _accumulate_by_key(history: pl.DataFrame, queries: pl.DataFrame, tt: TimeType,
+                       keys: Sequence[str], values: Sequence[str]) -> pl.DataFrame | None:
+    """:func:`accumulate` (no weights) where each key has one query, keyed by one ``Int64``
+    column that the key code copies, with integer values without nulls, in a product order:
+    each history row is matched to its key's query by a binary search of the sorted query
+    codes, and the rows at or below their query's time are summed by ``(query, values)`` over
+    runs of sorted rows (NumPy), instead of a join, a filter and a group-by in Polars. None
+    where it does not apply."""
+    if (not tt.is_product or len(keys) != 2 or history.height == 0 or queries.height == 0
+            or not shares_key(history, keys[1:]) or not shares_key(queries, keys[1:])):
+        return None
+    columns = []
+    for v in values:
+        s = history.get_column(v)
+        if not s.dtype.is_integer() or s.null_count():
+            return None
+        columns.append(s.to_numpy())
+    tcols, qcols = tt.columns(), time_columns(tt, QPREFIX)
+    qk = queries.get_column(KEY).to_numpy()
+    order = np.argsort(qk, kind="stable")
+    qk = qk[order]
+    qt = [queries.get_column(c).to_numpy()[order] for c in qcols]
+    pos, valid = positions(qk, qt, history.get_column(KEY).to_numpy(),
+                           [history.get_column(c).to_numpy() for c in tcols])
+    diff = history.get_column(DIFF).to_numpy()[valid]
+    columns = [c[valid] for c in columns]
+    by = np.lexsort((*columns[::-1], pos))
+    pos, diff, columns = pos[by], diff[by], [c[by] for c in columns]
+    if len(pos) == 0:
+        return None  # (nothing at or below the queries: accumulate's typed empty frame)
+    starts = _runs(pos, *columns)
+    sums = np.add.reduceat(diff, starts)
+    live = sums != 0
+    starts, sums = starts[live], sums[live]
+    at = pos[starts]
+    key = pl.Series(keys[0], qk[at], dtype=queries.schema[keys[0]])
+    return pl.DataFrame([
+        key, key.alias(keys[1]).cast(queries.schema[keys[1]]),
+        *[pl.Series(c, t[at], dtype=pl.Int64) for c, t in zip(qcols, qt, strict=True)],
+        *[pl.Series(v, col[starts], dtype=history.schema[v])
+          for v, col in zip(values, columns, strict=True)],
+        pl.Series(DIFF, sums, dtype=pl.Int64),
+    ])
 
 
 def _ranked(queries: pl.DataFrame, qcols: list[str]) -> pl.DataFrame:
