@@ -762,12 +762,11 @@ def _extreme_by_bound(spec: ReduceSpec, q_all: pl.DataFrame, history: Any,
     if len(pos):
         order = np.lexsort((value, pos))
         pos, value, diff = pos[order], value[order], diff[order]
-        starts = np.flatnonzero(np.concatenate(
-            ([True], (pos[1:] != pos[:-1]) | (value[1:] != value[:-1]))))
+        starts = _runs(pos, value)
         positive = np.add.reduceat(diff, starts) > 0
         gpos, gval = pos[starts][positive], value[starts][positive]
         if len(gpos):
-            first = np.flatnonzero(np.concatenate(([True], gpos[1:] != gpos[:-1])))
+            first = _runs(gpos)
             found[gpos[first]] = True
             extreme[gpos[first]] = gval[first] * sign
     # a bounded query without a positive value up to its bound: the min is above it
