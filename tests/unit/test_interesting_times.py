@@ -8,13 +8,20 @@ from __future__ import annotations
 from functools import reduce
 from typing import Any
 
+import numpy as np
 import polars as pl
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from ddflow.kernels import local, local_index
 from ddflow.kernels.local import KEY, LocalKernels
-from ddflow.kernels.local_reduce import _distinct_keys, interesting_times
-from ddflow.kernels.local_rows import as_rows
+from ddflow.kernels.local_index import IndexedHistory
+from ddflow.kernels.local_reduce import (
+    _distinct_keys,
+    _interesting_times_arrays,
+    interesting_times,
+)
+from ddflow.kernels.local_rows import Rows, as_rows
 from ddflow.kernels.local_rows import frame as as_frame
 from ddflow.lattice import TimeType
 
@@ -135,3 +142,73 @@ def test_a_trace_before_the_new_times_lifts_none(case, cut, rows_part, rows_new)
         for small_rows in (10**9, -1):
             alone = interesting_times(fresh, arranged.clear(), tt, ["k"], small_rows=small_rows)
             assert got(alone) == expected(new, history, tt)
+
+
+def chain_case(new: list[tuple[Any, tuple[int, ...]]], history: list[tuple[Any, tuple[int, ...]]],
+               tt: TimeType) -> bool:
+    """Does the array path promise to take this case: a product order, each key's new times
+    equal but in the last coordinate, and its history times at most those there?"""
+    if not tt.is_product:
+        return False
+    for key in {k for k, _ in new}:
+        heads = {t[:-1] for k, t in new if k == key}
+        if len(heads) > 1:
+            return False
+        (head,) = heads
+        if any(any(a > b for a, b in zip(t[:-1], head, strict=True))
+               for k, t in history if k == key):
+            return False
+    return True
+
+
+@st.composite
+def chain_cases(draw: st.DrawFn) -> tuple[TimeType, list[Any], list[Any]]:
+    """Keys without nulls; a later epoch's loop often (history heads at most the new ones)."""
+    tt = draw(st.sampled_from(TIMES))
+    time = st.tuples(*[st.integers(0, 3)] * tt.width)
+    keys_ = st.integers(-2, 4)
+    head = draw(time)[:-1]
+    fresh = st.tuples(keys_, st.integers(0, 3).map(lambda x: (*head, x)))
+    new = draw(st.lists(st.one_of(fresh, st.tuples(keys_, time)) if draw(st.booleans())
+                        else fresh, min_size=1, max_size=6))
+    below = st.tuples(*[st.integers(0, h) for h in head], st.integers(0, 4))
+    history = draw(st.lists(st.tuples(keys_, st.one_of(below, time)), max_size=10))
+    return tt, new, history
+
+
+@settings(max_examples=400, deadline=None)
+@given(case=chain_cases(), rows_in=st.booleans(), small_rows=st.sampled_from([10**9, -1]),
+       indexed=st.booleans())
+def test_the_array_path_keeps_its_promise_and_finds_the_closure(case, rows_in, small_rows,
+                                                                indexed):
+    """The NumPy path returns the closure wherever it applies (:func:`chain_case`, here
+    checked by enumeration), from frames, rows or the indexes of a large batch (a heavy key's
+    times from the index's summary), and answers None elsewhere; its parts are one per time,
+    each key once, sorted."""
+    tt, new, history = case
+    fresh, old = frame_of(new, tt), frame_of(history, tt)
+    if rows_in:
+        fresh, old = as_rows(fresh, 10**9), as_rows(old, 10**9)
+    elif indexed:  # through the index of a large batch: keys of more than 2 rows heavy
+        saved = local_index.INDEXED_ROWS, local_index.HEAVY_ROWS, local.LOOKUP_SCAN
+        local_index.INDEXED_ROWS, local_index.HEAVY_ROWS, local.LOOKUP_SCAN = 1, 2, 0
+        try:
+            codes = np.unique(fresh.get_column(KEY).to_numpy())
+            batch = old.with_columns(pl.lit(1, dtype=pl.Int64).alias("__diff"))
+            read = IndexedHistory.read(LocalKernels(), [batch], codes, ["k"], tt)
+        finally:
+            local_index.INDEXED_ROWS, local_index.HEAVY_ROWS, local.LOOKUP_SCAN = saved
+        if read is not None:
+            old = read
+    parts = _interesting_times_arrays(fresh, old, tt, ["k"], small_rows)
+    if not chain_case(new, history, tt):
+        assert parts is None
+        return
+    assert parts is not None
+    assert got(parts) == expected(new, history, tt)
+    assert len({t for t, _ in parts}) == len(parts)
+    for _, part in parts:
+        codes = as_frame(part).get_column(KEY).to_list()
+        assert codes == sorted(set(codes))
+        assert as_frame(part).get_column("k").to_list() == codes
+        assert isinstance(part, Rows) == (small_rows > 0)

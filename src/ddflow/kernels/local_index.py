@@ -329,6 +329,35 @@ class IndexedHistory:
         return IndexedHistory(self.kernels, self.tt, self.keys, self.codes[within(self.codes)],
                               light, indexed, self.schema)
 
+    def subset(self, codes: np.ndarray) -> IndexedHistory:
+        """The history of ``codes`` (a sorted subset of these keys), through the same
+        indexes."""
+        light = self.light
+        if light.height:
+            light = light.filter(pl.Series(_members(codes, light.get_column(KEY).to_numpy())))
+        indexed = [(batch, index, heavy[at]) for batch, index, heavy in self.indexed
+                   if (at := _members(codes, heavy)).any()]
+        return IndexedHistory(self.kernels, self.tt, self.keys, codes, light, indexed,
+                              self.schema)
+
+    def time_arrays(self) -> tuple[np.ndarray, list[np.ndarray]] | None:
+        """The key and the time columns of every update of the keys, one entry per ``(key,
+        time)`` at least, as int64 arrays (for interesting times); None when the light part's
+        key column is not an ``Int64`` column without nulls."""
+        key = self.keys[0]
+        light = self.light
+        if not shares_key(light, [key]):
+            return None
+        tcols = self.tt.columns()
+        codes = [light.get_column(key).to_numpy()]
+        times = [[light.get_column(c).to_numpy()] for c in tcols]
+        for _, index, heavy in self.indexed:
+            at, _ = index.summary_rows(heavy)
+            codes.append(index.s_codes[at])
+            for got, t in zip(times, index.s_times, strict=True):
+                got.append(t[at])
+        return np.concatenate(codes), [np.concatenate(t) for t in times]
+
     def times(self, cols: Sequence[str]) -> Any:
         """``cols`` (the key code, the key, the times) of every update of the keys, one row per
         ``(key, time)`` at least (for interesting times); rows when few."""

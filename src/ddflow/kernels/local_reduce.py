@@ -74,6 +74,10 @@ def interesting_times(new: pl.DataFrame, history: pl.DataFrame, tt: TimeType,
     jkeys = [KEY, *keys]
     tcols = tt.columns()
     cols = [*jkeys, *tcols]
+    if new.height + history.height >= ARRAY_TIMES_ROWS:
+        found = _interesting_times_arrays(new, history, tt, keys, small_rows)
+        if found is not None:
+            return found
     if isinstance(history, IndexedHistory):
         history = history.times(cols)  # (one row per heavy key and time)
     if new.height + history.height <= _limit(small_rows):
@@ -129,6 +133,102 @@ def interesting_times(new: pl.DataFrame, history: pl.DataFrame, tt: TimeType,
         return []
     parts = closed.partition_by(tcols, as_dict=True, include_key=False)
     return [(tuple(int(x) for x in t), f) for t, f in parts.items()]  # type: ignore[union-attr]
+
+
+#: new and history rows (together) from which :func:`interesting_times` tries its array path
+#: (below, the row path costs less than the few dozen NumPy calls)
+ARRAY_TIMES_ROWS = 128
+
+
+def _interesting_times_arrays(new: Any, history: Any, tt: TimeType, keys: Sequence[str],
+                              small_rows: int | None = None
+                              ) -> list[tuple[Time, Any]] | None:
+    """:func:`interesting_times` in NumPy where each key's closure is a chain it can write at
+    once; None elsewhere (the caller takes the general paths).
+
+    That is the case in a product order (one ``Int64`` key column without nulls, which the
+    key code copies) when all the new times of a key agree in every coordinate but the last,
+    and each history time of the key is at most the new ones there: every lub of a subset
+    holding a new time ``n`` is then ``n`` with the last coordinate raised to the largest in
+    the subset. The closure is the key's new times and, for each history time above the
+    least new one in the last coordinate, the new times' other coordinates with that last
+    one. (A later epoch's loop: the history holds earlier epochs and the epoch's other
+    iterations.) The keys of each time come sorted by code."""
+    if not tt.is_product or len(keys) != 1:
+        return None
+    key, tcols = keys[0], tt.columns()
+    got = _key_times(new, key, tcols)
+    if got is None:
+        return None
+    nk, nt = got
+    if isinstance(history, IndexedHistory):
+        known = history.time_arrays()
+    else:
+        known = _key_times(history, key, tcols)
+    if known is None:
+        return None
+    hk, ht = known
+    if len(nk) == 0:
+        return []
+    order = np.lexsort([*reversed(nt), nk])  # by key, then time
+    nk, nt = nk[order], [t[order] for t in nt]
+    starts = np.flatnonzero(np.concatenate(([True], nk[1:] != nk[:-1])))
+    codes = nk[starts]  # each key once, sorted
+    run = np.repeat(np.arange(len(starts)), np.diff(np.append(starts, len(nk))))
+    head = [t[starts] for t in nt[:-1]]  # each key's new times' other coordinates
+    if any(not np.array_equal(t, h[run]) for t, h in zip(nt[:-1], head, strict=True)):
+        return None  # (a key's new times differ before the last coordinate)
+    least = nt[-1][starts]
+    at = np.minimum(np.searchsorted(codes, hk), len(codes) - 1)
+    ours = codes[at] == hk  # (a history holds the new keys' updates, and may hold more)
+    if any(np.any((t > h[at]) & ours) for t, h in zip(ht[:-1], head, strict=True)):
+        return None  # (a history time not below a new one before the last coordinate)
+    lifts = ours & (ht[-1] > least[at])
+    which = np.concatenate((run, at[lifts]))
+    last = np.concatenate((nt[-1], ht[-1][lifts]))
+    order = np.lexsort([which, last, *(h[which] for h in reversed(head))])  # by time, then key
+    which, last = which[order], last[order]
+    columns = [*(h[which] for h in head), last]
+    same_time = np.ones(len(which) - 1, dtype=bool)
+    for c in columns:
+        same_time &= c[1:] == c[:-1]
+    keep = np.concatenate(([True], ~(same_time & (which[1:] == which[:-1]))))
+    if not keep.all():  # (a key's time reached twice)
+        which, columns = which[keep], [c[keep] for c in columns]
+        same_time = np.ones(len(which) - 1, dtype=bool)
+        for c in columns:
+            same_time &= c[1:] == c[:-1]
+    bounds = np.append(np.flatnonzero(np.concatenate(([True], ~same_time))), len(which))
+    out_codes = codes[which]
+    times = zip(*(c[bounds[:-1]].tolist() for c in columns), strict=True)
+    schema = {KEY: pl.Int64, key: pl.Int64}
+    if len(out_codes) <= _limit(small_rows):
+        listed = out_codes.tolist()
+        return [(t, Rows(schema, [(c, c) for c in listed[lo:hi]]))
+                for t, lo, hi in zip(times, bounds[:-1].tolist(), bounds[1:].tolist(),
+                                     strict=True)]
+    keys_frame = pl.DataFrame({KEY: out_codes, key: out_codes}, schema=schema)
+    return [(t, keys_frame.slice(lo, hi - lo))
+            for t, lo, hi in zip(times, bounds[:-1].tolist(), bounds[1:].tolist(), strict=True)]
+
+
+def _key_times(batch: Any, key: str, tcols: Sequence[str]
+               ) -> tuple[np.ndarray, list[np.ndarray]] | None:
+    """The ``Int64`` key column (without nulls) and the time columns of a batch as int64
+    arrays; None when the key column is not one."""
+    if type(batch) is Rows:
+        if batch.schema[key] != pl.Int64:
+            return None
+        rows, n = batch.rows, len(batch.rows)
+        try:
+            cols = [np.fromiter((r[i] for r in rows), dtype=np.int64, count=n)
+                    for i in [batch.index(c) for c in (key, *tcols)]]
+        except TypeError:  # (a null key)
+            return None
+        return cols[0], cols[1:]
+    if not shares_key(batch, [key]):
+        return None
+    return batch.get_column(key).to_numpy(), [batch.get_column(c).to_numpy() for c in tcols]
 
 
 def _one_time(batch: pl.DataFrame, tcols: Sequence[str]) -> Time | None:
@@ -727,20 +827,14 @@ def _extreme_by_bound(spec: ReduceSpec, q_all: pl.DataFrame, history: Any,
         if kind == "max" and f.height and f.get_column(c).min() == np.iinfo(np.int64).min:
             return None  # (its negation below would overflow)
     tcols, qcols = tt.columns(), time_columns(tt, QPREFIX)
-    q = q_all.sort(KEY)
-    qk = q.get_column(KEY).to_numpy()
-    qt = [q.get_column(qc).to_numpy() for qc in qcols]
-    # the bound per query: the current output when it is one row of multiplicity 1
+    qk = q_all.get_column(KEY).to_numpy()
+    qt = [q_all.get_column(qc).to_numpy() for qc in qcols]
+    if len(qk) > 1 and not bool(np.all(qk[1:] > qk[:-1])):
+        order = np.argsort(qk, kind="stable")
+        qk, qt = qk[order], [t[order] for t in qt]
+    # the bound of each query: the current output, where it is one row of multiplicity 1
     sign = 1 if kind == "min" else -1
-    bounded = np.zeros(len(qk), dtype=bool)
-    bound = np.zeros(len(qk), dtype=np.int64)
-    one = current.group_by(KEY).agg(pl.len().alias("__n"), pl.col(DIFF).first(),
-                                    pl.col(name).first())
-    one = one.filter((pl.col("__n") == 1) & (pl.col(DIFF) == 1) & pl.col(name).is_not_null())
-    if one.height:
-        at = np.searchsorted(qk, one.get_column(KEY).to_numpy())
-        bounded[at] = True
-        bound[at] = one.get_column(name).cast(pl.Int64).to_numpy() * sign
+    bounded, bound = _single_rows(current, qk, name, sign)
     if indexed:
         count, (pos, value, diff) = indexed_sums(history, qk, qt, c, bound, bounded, sign)
     else:
@@ -755,10 +849,58 @@ def _extreme_by_bound(spec: ReduceSpec, q_all: pl.DataFrame, history: Any,
         if np.count_nonzero(below) > BOUNDED_SHARE * len(below):
             return None
         pos, value, diff = pos[below], value[below], diff[below]
-    # sum the rows below the bounds by (query, value); per query the least value summing
-    # to a positive multiplicity
-    found = np.zeros(len(qk), dtype=bool)
-    extreme = np.zeros(len(qk), dtype=np.int64)
+    found, extreme = _least_positive(pos, value, diff, len(qk))
+    # a bounded query without a positive value up to its bound: the min is above it, and
+    # its key's rows are read again, all of them up to the query time
+    again = np.flatnonzero(bounded & ~found)
+    if len(again):
+        ak, at = qk[again], [t[again] for t in qt]
+        unbounded, zeros = np.zeros(len(again), dtype=bool), np.zeros(len(again), dtype=np.int64)
+        if indexed:
+            _, (pos, value, diff) = indexed_sums(history.subset(ak), ak, at, c, zeros,
+                                                 unbounded, sign)
+        else:
+            pos, valid = positions(ak, at, history.get_column(KEY).to_numpy(),
+                                   [history.get_column(tc).to_numpy() for tc in tcols])
+            diff = history.get_column(DIFF).to_numpy()[valid]
+            value = history.get_column(c).cast(pl.Int64).to_numpy()[valid] * sign
+        found[again], extreme[again] = _least_positive(pos, value, diff, len(again))
+    present = found & (count > 0)
+    codes = qk[present]
+    return pl.DataFrame([
+        pl.Series(KEY, codes, dtype=pl.Int64), pl.Series(key, codes, dtype=pl.Int64),
+        *(pl.Series(qc, t[present], dtype=pl.Int64) for qc, t in zip(qcols, qt, strict=True)),
+        pl.Series(name, extreme[present] * sign, dtype=pl.Int64).cast(spec.out_types[name]),
+        pl.Series(DIFF, np.ones(len(codes), dtype=np.int64), dtype=pl.Int64),
+    ])
+
+
+def _single_rows(current: pl.DataFrame, qk: np.ndarray, name: str, sign: int
+                 ) -> tuple[np.ndarray, np.ndarray]:
+    """For each of the query codes ``qk`` (sorted, unique), whether the accumulated output
+    ``current`` (one query per key) is one row of multiplicity 1 with a value, and that
+    value times ``sign``."""
+    bounded = np.zeros(len(qk), dtype=bool)
+    bound = np.zeros(len(qk), dtype=np.int64)
+    if current.height == 0:
+        return bounded, bound
+    codes, counts = np.unique(current.get_column(KEY).to_numpy(), return_counts=True)
+    values = current.get_column(name)
+    ck = current.get_column(KEY).to_numpy()
+    ok = (current.get_column(DIFF).to_numpy() == 1) & values.is_not_null().to_numpy()
+    single = np.isin(ck, codes[counts == 1]) & ok
+    at = np.searchsorted(qk, ck[single])
+    bounded[at] = True
+    bound[at] = values.filter(pl.Series(single)).cast(pl.Int64).to_numpy() * sign
+    return bounded, bound
+
+
+def _least_positive(pos: np.ndarray, value: np.ndarray, diff: np.ndarray, n: int
+                    ) -> tuple[np.ndarray, np.ndarray]:
+    """For ``n`` queries and rows ``(query position, value, diff)``: whether some value of
+    each query sums to a positive multiplicity, and the least such."""
+    found = np.zeros(n, dtype=bool)
+    extreme = np.zeros(n, dtype=np.int64)
     if len(pos):
         order = np.lexsort((value, pos))
         pos, value, diff = pos[order], value[order], diff[order]
@@ -768,23 +910,8 @@ def _extreme_by_bound(spec: ReduceSpec, q_all: pl.DataFrame, history: Any,
         if len(gpos):
             first = _runs(gpos)
             found[gpos[first]] = True
-            extreme[gpos[first]] = gval[first] * sign
-    # a bounded query without a positive value up to its bound: the min is above it
-    again = bounded & ~found
-    present = found & (count > 0)
-    group = [KEY, key, *qcols]
-    desired = q.filter(pl.Series(present)).select(group).with_columns(
-        pl.Series(name, extreme[present]).cast(spec.out_types[name]), _one())
-    if again.any():
-        rest = q.filter(pl.Series(again)).select(group)
-        if indexed:
-            sub = frame(history.rows(qk[again]))
-        else:
-            sub = history.join(rest.select(KEY), on=KEY, how="semi")
-        acc = accumulate(sub, rest, tt, [KEY, key], spec.values, spec.weights)
-        desired = pl.concat([desired, GROUP_FUNCTIONS[spec.kind](spec, acc, [KEY, key], qcols)],
-                            how="vertical_relaxed")
-    return desired
+            extreme[gpos[first]] = gval[first]
+    return found, extreme
 
 
 def _accumulate_by_key(history: pl.DataFrame, queries: pl.DataFrame, tt: TimeType,
