@@ -231,16 +231,18 @@ def test_columnar_runtime_never_holds_rows() -> None:
                      max_size=40),
        wide=st.booleans(), unsigned=st.booleans(), drop_zero=st.booleans(),
        runs=st.sampled_from([None, 1, 2, 3]), few_runs=st.sampled_from([0, 64]),
-       sums=st.sampled_from([["__diff", "w"], ["__diff"]]), wide_sum=st.booleans())
+       sums=st.sampled_from([["__diff", "w"], ["__diff"]]), wide_sum=st.booleans(),
+       arrays=st.booleans())
 def test_grouped_sums_by_packed_codes_equal_the_group_by(rows, wide, unsigned, drop_zero, runs,
-                                                         few_runs, sums, wide_sum):
+                                                         few_runs, sums, wide_sum, arrays):
     """The packed-code sum (large integer frames) against Polars' group-by: negative, wide
     and unsigned columns, ranges too wide to pack (which fall back), one or two summed
     columns (one is folded into the codes when its range fits: not with ``wide_sum``), and
     groups whose sums are all zero dropped or kept. Packed, the groups come out sorted, their
     columns decoded from the codes in their own types. Frames that are ``runs`` sorted runs
     (as a merge of arranged batches is: one run takes neither a sort nor a gather), sorted by
-    the stable sort or by Polars' (``few_runs``)."""
+    the stable sort or by Polars' (``few_runs``). With ``arrays``, the NumPy path of small
+    frames (:func:`~ddflow.kernels.local._array_sums`) instead."""
     schema = {"a": pl.Int64, "b": pl.Int64, "c": pl.UInt32 if unsigned else pl.Int16,
               "__diff": pl.Int64, "w": pl.Int64}
     f = pl.DataFrame(rows, schema=schema, orient="row")
@@ -252,12 +254,14 @@ def test_grouped_sums_by_packed_codes_equal_the_group_by(rows, wide, unsigned, d
         part = pl.int_range(pl.len()) * runs // pl.len()
         f = f.with_columns(part.alias("__part")).sort(["__part", "a", "b", "c"]).drop("__part")
     f = f.select(["a", "b", "c", *sums])
-    limits = L.PACKED_SUM_ROWS, L.SORTED_RUNS
-    L.PACKED_SUM_ROWS, L.SORTED_RUNS = 1, few_runs  # the packed path for any size
+    limits = L.PACKED_SUM_ROWS, L.SORTED_RUNS, L.ARRAY_SUM_ROWS
+    # the packed path for any size, or the array path for any size
+    L.PACKED_SUM_ROWS, L.SORTED_RUNS, L.ARRAY_SUM_ROWS = (
+        (10**9, few_runs, 10**9 - 1) if arrays else (1, few_runs, 0))
     try:
         got = L.grouped_sums(f, ["a", "b", "c"], sums, drop_zero=drop_zero)
     finally:
-        L.PACKED_SUM_ROWS, L.SORTED_RUNS = limits
+        L.PACKED_SUM_ROWS, L.SORTED_RUNS, L.ARRAY_SUM_ROWS = limits
     want = f.group_by(["a", "b", "c"]).agg([pl.col(w).sum() for w in sums])
     if drop_zero:
         want = want.filter(pl.any_horizontal([pl.col(w) != 0 for w in sums]))

@@ -277,3 +277,38 @@ def test_a_cascade_of_merges_is_one_merge_paid_by_later_inserts():
         assert codes == sorted(codes)
     for key in rng.integers(0, 10_000, 50).tolist():
         assert trace_accumulation(s, key, (0, 400)) == accumulation(inserted, key, (0, 400))
+
+
+@settings(max_examples=150, deadline=None)
+@given(sizes=st.lists(st.sampled_from([0, 3, 40, 300, 3_000]), min_size=1, max_size=5),
+       asked=st.integers(1, 400), small_rows=st.sampled_from([0, 256]),
+       lookup_rows=st.sampled_from([None, 50, 10**6]), seed=st.integers(0, 2**16),
+       strings=st.booleans())
+def test_a_lookup_in_every_batch_of_a_trace_equals_the_lookups_concatenated(
+        sizes, asked, small_rows, lookup_rows, seed, strings):
+    """``lookup_parts`` (a trace's lookup: rows when few match in all its batches, else one
+    frame gathered from the batches' columns) finds, in each batch, the rows that a lookup of
+    that batch alone finds: batches held as rows and as frames, keys in none of them, a
+    schema without a row form (strings with nulls), and row limits that take either side."""
+    rng = np.random.default_rng(seed)
+    k = LocalKernels(small_rows=small_rows)
+    if lookup_rows is not None and small_rows:
+        k.lookup_rows = lookup_rows
+    parts = []
+    for n in sizes:
+        data = pl.DataFrame({"k": rng.integers(0, 500, n), "v": rng.integers(0, 9, n),
+                             "__t0": rng.integers(0, 3, n), "__diff": np.ones(n, dtype=np.int64)})
+        if strings:
+            data = data.with_columns(pl.when(pl.col("v") > 6).then(None)
+                                     .otherwise(pl.col("v").cast(pl.String)).alias("v"))
+        parts.append(k.from_polars(k.arrange(data, ["k"])))
+    codes = np.unique(rng.integers(-3, 510, asked))
+    got = k.lookup_parts(parts, codes)
+    want = k.concat([k.lookup(p, codes) for p in parts])
+    columns = as_frame(parts[0]).columns
+    assert sorted(as_frame(got).select(columns).rows(), key=repr) == sorted(
+        as_frame(want).select(columns).rows(), key=repr)
+    wanted = set(codes.tolist())
+    assert all(r[0] in wanted for r in as_frame(got).select("__key").rows())
+    if small_rows and not strings and as_frame(got).height <= k.lookup_rows:
+        assert type(got) is not pl.DataFrame or as_frame(got).height == 0

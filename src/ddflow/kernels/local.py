@@ -430,18 +430,39 @@ class LocalKernels:
         keys: the rows it would copy are most of the batch.)"""
         return batch if _scanned(batch, codes) else self.lookup(batch, codes)
 
-    def lookup(self, batch: Any, codes: Any) -> Any:
-        """Rows of an arranged batch whose key code is in ``codes`` (sorted, unique): rows
-        when few match (:mod:`local_rows`)."""
-        if type(batch) is Rows:
-            return R.lookup(batch, codes)
-        if batch.height == 0 or len(codes) == 0:
-            return batch.clear()
-        if _scanned(batch, codes):
-            # keys by the tens of thousands (a first epoch's reduce reads every key): one
-            # hashed pass over the batch costs less than a binary search and a gather per key
-            return batch.filter(pl.col(KEY).is_in(pl.Series(codes, dtype=pl.Int64).implode()))
-        lo, hi = R.batch_ranges(batch, codes)
+    def lookup_parts(self, parts: Sequence[Any], codes: Any) -> Any:
+        """:meth:`lookup` in each batch of a trace, concatenated: as rows when few match in
+        all of them (at most ``lookup_rows``), else one frame gathered from NumPy views of the
+        batches' columns (no frame per batch, and no rows turned into a frame when
+        concatenated with frames)."""
+        from ddflow.kernels.local_index import gather_found
+
+        if self.lookup_rows < 0 or any(type(p) is not Rows and _scanned(p, codes)
+                                       for p in parts):
+            return self.concat([self.lookup(p, codes) for p in parts])
+        found: list[tuple[Any, Any]] = []
+        total = 0
+        for p in parts:
+            if type(p) is Rows:
+                got = R.lookup(p, codes)
+                total += got.height
+            elif p.height and len(codes):
+                got = R.batch_ranges(p, codes)
+                total += int((got[1] - got[0]).sum())
+            else:
+                continue
+            found.append((p, got))
+        if not found:
+            return self.lookup(parts[0], codes)  # (empty)
+        if total > self.lookup_rows:
+            return gather_found(found, dict(frame(parts[0]).schema)
+                                if type(parts[0]) is not Rows else dict(parts[0].schema))
+        return self.concat([got if type(p) is Rows else self._found_rows(p, *got)
+                            for p, got in found])
+
+    def _found_rows(self, batch: pl.DataFrame, lo: np.ndarray, hi: np.ndarray) -> Any:
+        """The rows ``lo[i] .. hi[i] - 1`` of a columnar batch (the ranges of a lookup's
+        keys): as rows when few and the schema has a row form, else gathered by Polars."""
         small = R.lookup_frame(batch, lo, hi, self.lookup_rows)
         if small is not None:
             return small
@@ -455,8 +476,20 @@ class LocalKernels:
         lo, counts = lo[nz], counts[nz]
         # indices lo[i] .. lo[i] + counts[i] - 1, concatenated
         starts = np.repeat(lo - np.cumsum(np.concatenate(([0], counts[:-1]))), counts)
-        idx = starts + np.arange(total)
-        return batch[idx]
+        return batch[starts + np.arange(total)]
+
+    def lookup(self, batch: Any, codes: Any) -> Any:
+        """Rows of an arranged batch whose key code is in ``codes`` (sorted, unique): rows
+        when few match (:mod:`local_rows`)."""
+        if type(batch) is Rows:
+            return R.lookup(batch, codes)
+        if batch.height == 0 or len(codes) == 0:
+            return batch.clear()
+        if _scanned(batch, codes):
+            # keys by the tens of thousands (a first epoch's reduce reads every key): one
+            # hashed pass over the batch costs less than a binary search and a gather per key
+            return batch.filter(pl.col(KEY).is_in(pl.Series(codes, dtype=pl.Int64).implode()))
+        return self._found_rows(batch, *R.batch_ranges(batch, codes))
 
     # ------------------------------------------------------------------ join and reduce
 
@@ -583,6 +616,27 @@ class LocalKernels:
             return kept.with_columns(kept.get_column(KEY).set_sorted())  # (still sorted)
         return kept
 
+    def held_rows(self, batch: Any) -> int:
+        """The rows a read holds of its own: an indexed history's light part (its heavy keys'
+        rows stay in the trace's batches, read through their indexes)."""
+        return int(batch.light.height) if hasattr(batch, "subset") else int(batch.height)
+
+    def keys_in(self, batch: Any, codes: Any) -> Any:
+        """The updates of ``batch`` (a lookup's result, in any order, or an indexed history)
+        whose key code is among ``codes`` (sorted, unique)."""
+        if hasattr(batch, "subset"):  # (an IndexedHistory: its keys narrowed)
+            return batch.subset(np.asarray(codes, dtype=np.int64))
+        if type(batch) is Rows:
+            wanted = set(codes.tolist() if isinstance(codes, np.ndarray) else codes)
+            k = batch.index(KEY)
+            return batch.like([r for r in batch.rows if r[k] in wanted])
+        if batch.height == 0:
+            return batch
+        codes = np.asarray(codes, dtype=np.int64)
+        key = batch.get_column(KEY).to_numpy()
+        at = np.minimum(np.searchsorted(codes, key), len(codes) - 1)
+        return batch.filter(pl.Series(codes[at] == key))
+
     def time_queries(self, pending: dict[Time, list[pl.DataFrame]], tt: TimeType) -> Batch:
         from ddflow.kernels.local_reduce import time_queries
 
@@ -700,8 +754,55 @@ def grouped_sums(frame: pl.DataFrame, group: Sequence[str], sums: Sequence[str],
         packing = _pack(frame, group, sums)
         if packing is not None:
             return _packed_sums(frame, packing, group, sums, drop_zero)
+    elif 0 < frame.height <= ARRAY_SUM_ROWS and group:
+        summed = _array_sums(frame, group, sums, drop_zero)
+        if summed is not None:
+            return summed
     out = frame.group_by(list(group)).agg([pl.col(w).sum() for w in sums])
     return out.filter(_any_nonzero(sums)) if drop_zero else out
+
+
+#: frames of at most this many rows are summed in NumPy alone (:func:`_array_sums`)
+ARRAY_SUM_ROWS = 20_000
+
+
+def _array_sums(frame: pl.DataFrame, group: Sequence[str], sums: Sequence[str],
+                drop_zero: bool) -> pl.DataFrame | None:
+    """:func:`grouped_sums` of a small frame in NumPy: the groups packed as by
+    :func:`_pack`, but with NumPy's bounds and a sort of the codes, the rows of each group's
+    first taken and the sums put beside them. A Polars group-by of a few thousand rows costs
+    two to five times as much, mostly its fixed cost. Sorted by ``group``. None unless every
+    column is an integer column without nulls (the sums ``Int64``) whose ranges fit."""
+    schema = frame.schema
+    if not all(schema[c].is_integer() and frame.get_column(c).null_count() == 0
+               for c in group) or any(schema[w] != pl.Int64
+                                      or frame.get_column(w).null_count() for w in sums):
+        return None
+    columns = [frame.get_column(c).to_numpy() for c in group]
+    code = np.zeros(frame.height, dtype=np.int64)
+    stride = 1
+    for c in reversed(columns):
+        lo, hi = int(c.min()), int(c.max())
+        span = hi - lo + 1
+        if hi >= 2**63 or stride * span >= 2**62:
+            return None
+        if span > 1:
+            code += (c.astype(np.int64, copy=False) - lo) * stride
+        stride *= span
+    order = np.argsort(code)
+    code = code[order]
+    heads = np.empty(len(code), dtype=bool)
+    heads[0] = True
+    np.not_equal(code[1:], code[:-1], out=heads[1:])
+    starts = np.flatnonzero(heads)
+    totals = [np.add.reduceat(frame.get_column(w).to_numpy()[order], starts) for w in sums]
+    rows = order[starts]
+    keep = _kept(totals, drop_zero)
+    if keep is not None:
+        rows, totals = rows[keep], [t[keep] for t in totals]
+    return pl.DataFrame({**{n: c[rows] for n, c in zip(group, columns, strict=True)},
+                         **dict(zip(sums, totals, strict=True))},
+                        schema={n: schema[n] for n in (*group, *sums)})
 
 
 class _Packing:

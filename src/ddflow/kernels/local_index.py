@@ -79,17 +79,28 @@ def gather(requests: Sequence[tuple[Any, np.ndarray]], schema: dict[str, Any]
     gathered from NumPy views of a large frame's columns (:class:`ColumnCache`), taken from
     the tuples of a small batch, put in Polars once (a lookup per batch would give rows or
     frames, converted when concatenated)."""
+    found: list[tuple[Any, Any]] = []
+    for batch, codes in requests:
+        if type(batch) is Rows:
+            found.append((batch, lookup_rows(batch, codes)))
+        elif batch.height:
+            found.append((batch, batch_ranges(batch, codes)))
+    return gather_found(found, schema)
+
+
+def gather_found(found: Sequence[tuple[Any, Any]], schema: dict[str, Any]) -> pl.DataFrame:
+    """:func:`gather` of what a lookup found in each batch: for a frame, the ranges ``(lo,
+    hi)`` of its rows (:func:`~ddflow.kernels.local_rows.batch_ranges`); for rows, the rows
+    themselves."""
     names = list(schema)
     rows: list[tuple[Any, ...]] = []
     pieces: dict[str, list[Any]] = {n: [] for n in names}
     frames: list[pl.DataFrame] = []
-    for batch, codes in requests:
+    for batch, got in found:
         if type(batch) is Rows:
-            rows.extend(lookup_rows(batch, codes).rows)
+            rows.extend(got.rows if got.names == tuple(names) else got.project(names).rows)
             continue
-        if batch.height == 0:
-            continue
-        lo, hi = batch_ranges(batch, codes)
+        lo, hi = got
         idx = ranges(lo, hi - lo)
         if len(idx) == 0:
             continue

@@ -35,6 +35,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from ddflow.lattice import Time, TimeType
 from ddflow.timely import Operator
 from ddflow.trace import Spine
@@ -201,24 +203,37 @@ class ReduceOp(Operator):
             return known
         return self._keep("output", keyset, self.output.lookup(keyset))
 
-    # A small step reads the same keys twice: the new updates' keys for their interesting
-    # times (and, for a min/max, their output), then, as their times are ready at once, the
-    # same keys for the evaluation. Neither arrangement changes in between, so what a step
-    # read for a few keys is kept until the step ends. (Not for many keys: a first epoch's
-    # histories are most of the trace, and are not held through the evaluation.)
+    # A step reads the same keys twice: the new updates' keys for their interesting times
+    # (and, for a min/max, their output), then, as their times are ready at once, the same
+    # keys (or, after the min/max skip, some of them) for the evaluation. Neither arrangement
+    # changes in between, so what a step read is kept until the step ends, unless it is large
+    # (a first epoch's histories are most of the trace, and are read again by key ranges for
+    # the evaluation, not held through it).
 
-    #: reads of at most this many keys are kept for the rest of the step
-    KEEP_KEYS = 64
+    #: reads of at most this many keys and updates are kept for the rest of the step
+    KEEP_KEYS = 1 << 15
+    KEEP_ROWS = 1 << 18
 
     def _known(self, what: str, keyset: Any) -> Any:
+        """What this step read of ``what`` for these keys: a kept read of the same keys, or
+        of more keys narrowed to these where the runtime can (``keys_in``)."""
         kept = self._read.get(what)
-        if kept is None or len(kept[0]) != _count(keyset):
+        n = _count(keyset)
+        if kept is None or n is None:
             return None
-        return kept[1] if all(a == b for a, b in zip(kept[0], keyset, strict=True)) else None
+        codes, data = kept
+        if n == len(codes) and np.array_equal(np.asarray(codes), np.asarray(keyset)):
+            return data
+        if (n < len(codes) and hasattr(self.kernels, "keys_in")
+                and bool(np.isin(np.asarray(keyset), np.asarray(codes)).all())):
+            return self.kernels.keys_in(data, keyset)
+        return None
 
     def _keep(self, what: str, keyset: Any, data: Any) -> Any:
         n = _count(keyset)
-        if n is not None and n <= self.KEEP_KEYS:
+        k = self.kernels
+        if n is not None and n <= self.KEEP_KEYS and (
+                k.held_rows(data) if hasattr(k, "held_rows") else k.height(data)) <= self.KEEP_ROWS:
             self._read[what] = (keyset, data)
         return data
 
