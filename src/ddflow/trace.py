@@ -237,8 +237,8 @@ class Spine:
         if not parts:
             return self.empty
         k = self.kernels
-        if not within and hasattr(k, "lookup_parts"):
-            return k.lookup_parts(parts, codes)
+        if hasattr(k, "lookup_parts"):
+            return k.lookup_parts(parts, codes, within)
         read = k.lookup_within if within and hasattr(k, "lookup_within") else k.lookup
         return k.concat([read(p, codes) for p in parts])
 

@@ -124,3 +124,67 @@ def test_lookup_within_holds_the_lookup(seed, rows, keys, asked, scan_rows):
     assert asked_rows.sort([KEY, "x"]).equals(want.sort([KEY, "x"]))
     if not scans:
         assert got.sort([KEY, "x"]).equals(want.sort([KEY, "x"]))
+
+
+@settings(max_examples=150, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), runs=st.integers(1, 4), keys=st.integers(2, 120),
+       rows=st.integers(0, 2000), heavy=st.sampled_from([2, 8, 10**6]),
+       small=st.sampled_from([0, 256]))
+def test_reads_of_disjoint_keys_united_and_narrowed_equal_one_read(seed, runs, keys, rows,
+                                                                   heavy, small):
+    """A reduce's reads of its input for two disjoint sets of keys (each through the batch
+    indexes where a key is heavy, else by lookup), united (``union_reads``), hold the same
+    updates, times and codes as one read of all the keys; narrowed to some keys
+    (``keys_in``), as one read of those."""
+    from ddflow.kernels import local
+    from ddflow.kernels.local import LocalKernels
+    from ddflow.lattice import TimeType
+    from ddflow.trace import Spine
+
+    rng = np.random.default_rng(seed)
+    tt = TimeType(("product", "product"))
+    k = LocalKernels(small_rows=small)
+    schema = {"k": pl.Int64, "v": pl.Int64, "__t0": pl.Int64, "__t1": pl.Int64,
+              "__diff": pl.Int64}
+    spine = Spine(k, tt, ["k"], k.arrange(pl.DataFrame(schema=schema), ["k"]))
+    for _ in range(runs):
+        n = rows // runs
+        data = pl.DataFrame({"k": rng.integers(0, keys, n), "v": rng.integers(0, 9, n),
+                             "__t0": rng.integers(0, 2, n), "__t1": rng.integers(0, 4, n),
+                             "__diff": rng.choice([-1, 1, 2], n)})
+        batch = k.from_polars(k.arrange(data, ["k"]))
+        spine.insert(batch, data.height)
+    codes = np.arange(keys, dtype=np.int64)
+    first = np.sort(rng.choice(codes, size=keys // 2, replace=False))
+    rest = np.setdiff1d(codes, first)
+    saved = local_index.INDEXED_ROWS, local_index.HEAVY_ROWS, local.LOOKUP_SCAN
+    local_index.INDEXED_ROWS, local_index.HEAVY_ROWS, local.LOOKUP_SCAN = 1, heavy, 0
+    try:
+        def read(c: np.ndarray) -> object:
+            got = k.indexed_history(spine.parts(), c, ["k"], tt)
+            return spine.lookup(c) if got is None else got
+
+        whole, united = read(codes), k.union_reads(read(first), read(rest), codes)
+        some = np.sort(rng.choice(codes, size=max(1, keys // 3), replace=False))
+        narrowed = k.keys_in(whole, some)
+        alone = read(some)
+    finally:
+        local_index.INDEXED_ROWS, local_index.HEAVY_ROWS, local.LOOKUP_SCAN = saved
+
+    def updates(h: object) -> list:
+        f = h.rows() if isinstance(h, local_index.IndexedHistory) else h
+        return sorted(local.frame(f).select(list(schema)).rows())
+
+    def times(h: object) -> set:
+        if isinstance(h, local_index.IndexedHistory):
+            c, t = h.time_arrays()
+            return set(zip(c.tolist(), *(x.tolist() for x in t), strict=True))
+        return set(local.frame(h).select(["k", "__t0", "__t1"]).rows())
+
+    assert updates(united) == updates(whole)
+    assert times(united) == times(whole)
+    assert updates(narrowed) == updates(alone)
+    if isinstance(united, local_index.IndexedHistory):
+        assert np.array_equal(united.codes, codes)
+        assert united.light.columns == list(whole.schema if isinstance(
+            whole, local_index.IndexedHistory) else local.frame(whole).columns)

@@ -283,13 +283,23 @@ def test_a_cascade_of_merges_is_one_merge_paid_by_later_inserts():
 @given(sizes=st.lists(st.sampled_from([0, 3, 40, 300, 3_000]), min_size=1, max_size=5),
        asked=st.integers(1, 400), small_rows=st.sampled_from([0, 256]),
        lookup_rows=st.sampled_from([None, 50, 10**6]), seed=st.integers(0, 2**16),
-       strings=st.booleans())
+       strings=st.booleans(), within=st.booleans(), scan=st.booleans())
 def test_a_lookup_in_every_batch_of_a_trace_equals_the_lookups_concatenated(
-        sizes, asked, small_rows, lookup_rows, seed, strings):
+        sizes, asked, small_rows, lookup_rows, seed, strings, within, scan):
     """``lookup_parts`` (a trace's lookup: rows when few match in all its batches, else one
     frame gathered from the batches' columns) finds, in each batch, the rows that a lookup of
     that batch alone finds: batches held as rows and as frames, keys in none of them, a
-    schema without a row form (strings with nulls), and row limits that take either side."""
+    schema without a row form (strings with nulls), and row limits that take either side;
+    ``within`` (a join's read) and ``scan`` (a batch filtered whole, or given whole within)."""
+    saved = L.LOOKUP_SCAN_ROWS
+    L.LOOKUP_SCAN_ROWS = 1 if scan else saved
+    try:
+        check_lookup_parts(sizes, asked, small_rows, lookup_rows, seed, strings, within, scan)
+    finally:
+        L.LOOKUP_SCAN_ROWS = saved
+
+
+def check_lookup_parts(sizes, asked, small_rows, lookup_rows, seed, strings, within, scan):
     rng = np.random.default_rng(seed)
     k = LocalKernels(small_rows=small_rows)
     if lookup_rows is not None and small_rows:
@@ -303,12 +313,13 @@ def test_a_lookup_in_every_batch_of_a_trace_equals_the_lookups_concatenated(
                                      .otherwise(pl.col("v").cast(pl.String)).alias("v"))
         parts.append(k.from_polars(k.arrange(data, ["k"])))
     codes = np.unique(rng.integers(-3, 510, asked))
-    got = k.lookup_parts(parts, codes)
-    want = k.concat([k.lookup(p, codes) for p in parts])
+    got = k.lookup_parts(parts, codes, within)
+    want = k.concat([(k.lookup_within if within else k.lookup)(p, codes) for p in parts])
     columns = as_frame(parts[0]).columns
     assert sorted(as_frame(got).select(columns).rows(), key=repr) == sorted(
         as_frame(want).select(columns).rows(), key=repr)
     wanted = set(codes.tolist())
-    assert all(r[0] in wanted for r in as_frame(got).select("__key").rows())
-    if small_rows and not strings and as_frame(got).height <= k.lookup_rows:
+    if not (within and scan):
+        assert all(r[0] in wanted for r in as_frame(got).select("__key").rows())
+    if small_rows and not strings and not scan and as_frame(got).height <= k.lookup_rows:
         assert type(got) is not pl.DataFrame or as_frame(got).height == 0

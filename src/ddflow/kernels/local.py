@@ -430,16 +430,18 @@ class LocalKernels:
         keys: the rows it would copy are most of the batch.)"""
         return batch if _scanned(batch, codes) else self.lookup(batch, codes)
 
-    def lookup_parts(self, parts: Sequence[Any], codes: Any) -> Any:
+    def lookup_parts(self, parts: Sequence[Any], codes: Any, within: bool = False) -> Any:
         """:meth:`lookup` in each batch of a trace, concatenated: as rows when few match in
         all of them (at most ``lookup_rows``), else one frame gathered from NumPy views of the
         batches' columns (no frame per batch, and no rows turned into a frame when
-        concatenated with frames)."""
+        concatenated with frames). ``within``: as :meth:`lookup_within` where a batch would be
+        scanned."""
         from ddflow.kernels.local_index import gather_found
 
         if self.lookup_rows < 0 or any(type(p) is not Rows and _scanned(p, codes)
                                        for p in parts):
-            return self.concat([self.lookup(p, codes) for p in parts])
+            read = self.lookup_within if within else self.lookup
+            return self.concat([read(p, codes) for p in parts])
         found: list[tuple[Any, Any]] = []
         total = 0
         for p in parts:
@@ -620,6 +622,16 @@ class LocalKernels:
         """The rows a read holds of its own: an indexed history's light part (its heavy keys'
         rows stay in the trace's batches, read through their indexes)."""
         return int(batch.light.height) if hasattr(batch, "subset") else int(batch.height)
+
+    def union_reads(self, a: Any, b: Any, codes: Any) -> Any:
+        """Two reads of one trace for disjoint sets of keys, as one read of their union
+        ``codes`` (sorted): concatenated, or an indexed history with the other read's
+        updates (or history) added."""
+        if hasattr(a, "union"):
+            return a.union(b, codes)
+        if hasattr(b, "union"):
+            return b.union(a, codes)
+        return self.concat([a, b])
 
     def keys_in(self, batch: Any, codes: Any) -> Any:
         """The updates of ``batch`` (a lookup's result, in any order, or an indexed history)

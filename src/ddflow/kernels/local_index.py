@@ -29,7 +29,7 @@ import numpy as np
 import polars as pl
 
 from ddflow.kernels.local import DIFF, KEY, LocalKernels, grouped_sums, shares_key
-from ddflow.kernels.local_rows import ColumnCache, Rows, batch_ranges, iter_rows, rowable
+from ddflow.kernels.local_rows import ColumnCache, Rows, batch_ranges, frame, iter_rows, rowable
 from ddflow.kernels.local_rows import lookup as lookup_rows
 from ddflow.lattice import TimeType
 
@@ -350,6 +350,28 @@ class IndexedHistory:
                    if (at := _members(codes, heavy)).any()]
         return IndexedHistory(self.kernels, self.tt, self.keys, codes, light, indexed,
                               self.schema)
+
+    def union(self, other: Any, codes: Any) -> IndexedHistory:
+        """This history and that of other keys (an indexed history of the same trace, or
+        their updates read whole, all light) as one history of ``codes`` (both sets of
+        keys, sorted)."""
+        codes = np.asarray(codes, dtype=np.int64)
+        if not isinstance(other, IndexedHistory):
+            rows = frame(other)
+            light = (self.light if rows.height == 0
+                     else pl.concat([self.light, rows.select(self.light.columns)]))
+            return IndexedHistory(self.kernels, self.tt, self.keys, codes, light, self.indexed,
+                                  self.schema)
+        indexed = list(self.indexed)
+        for batch, index, heavy in other.indexed:
+            at = next((i for i, (b, _, _) in enumerate(indexed) if b is batch), None)
+            if at is None:
+                indexed.append((batch, index, heavy))
+            else:
+                indexed[at] = (batch, index, np.union1d(indexed[at][2], heavy))
+        return IndexedHistory(self.kernels, self.tt, self.keys, codes,
+                              pl.concat([self.light, other.light.select(self.light.columns)]),
+                              indexed, self.schema)
 
     def time_arrays(self) -> tuple[np.ndarray, list[np.ndarray]] | None:
         """The key and the time columns of every update of the keys, one entry per ``(key,

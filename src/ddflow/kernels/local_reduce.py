@@ -308,6 +308,9 @@ def _interesting_times_rows(new: Any, history: Any, tt: TimeType,
     lub, le = tt.join, tt.less_equal
     by_time: dict[Time, list[tuple[Any, ...]]] = {}
     for key, times in fresh.items():
+        if len(times) == 1 and key not in others:  # (one new time, nothing to lift it)
+            by_time.setdefault(next(iter(times)), []).append(key)
+            continue
         known = others.get(key, set()) | times
         closed = {lub(n, e) for n in times for e in known}  # U, as the columnar path
         ordered = sorted(closed)

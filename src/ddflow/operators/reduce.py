@@ -186,48 +186,61 @@ class ReduceOp(Operator):
         key). (Elsewhere the evaluation would read every update anyway, and the indexes would
         only cost: a prioritized loop's lexicographic times measured twice as slow.)"""
         k = self.kernels
-        known = self._known("input", keyset)
-        if known is not None:
+        known, missing = self._known("input", keyset)
+        if missing is None:
             return known
         history = None
         if self.indexed and hasattr(k, "indexed_history"):
-            history = k.indexed_history(self.input.parts(), keyset, self.spec.keys, self.tt)
+            history = k.indexed_history(self.input.parts(), missing, self.spec.keys, self.tt)
         if history is None:
-            history = self.input.lookup(keyset)
+            history = self.input.lookup(missing)
+        if known is not None:
+            history = k.union_reads(known, history, keyset)
         return self._keep("input", keyset, history)
 
     def _output_of(self, keyset: Any) -> Any:
         """The output updates of the keys (as :meth:`_history`, kept for the step)."""
-        known = self._known("output", keyset)
-        if known is not None:
+        known, missing = self._known("output", keyset)
+        if missing is None:
             return known
-        return self._keep("output", keyset, self.output.lookup(keyset))
+        out = self.output.lookup(missing)
+        if known is not None:
+            out = self.kernels.union_reads(known, out, keyset)
+        return self._keep("output", keyset, out)
 
     # A step reads the same keys twice: the new updates' keys for their interesting times
     # (and, for a min/max, their output), then, as their times are ready at once, the same
-    # keys (or, after the min/max skip, some of them) for the evaluation. Neither arrangement
-    # changes in between, so what a step read is kept until the step ends, unless it is large
-    # (a first epoch's histories are most of the trace, and are read again by key ranges for
-    # the evaluation, not held through it).
+    # keys for the evaluation, less those the min/max skip left out, and with the keys of
+    # times pending from earlier steps. Neither arrangement changes in between, so what a
+    # step read is kept until the step ends, and the evaluation reads only the keys not read
+    # yet, unless the read is large (a first epoch's histories are most of the trace, and are
+    # read again by key ranges for the evaluation, not held through it).
 
     #: reads of at most this many keys and updates are kept for the rest of the step
     KEEP_KEYS = 1 << 15
     KEEP_ROWS = 1 << 18
 
-    def _known(self, what: str, keyset: Any) -> Any:
-        """What this step read of ``what`` for these keys: a kept read of the same keys, or
-        of more keys narrowed to these where the runtime can (``keys_in``)."""
+    def _known(self, what: str, keyset: Any) -> tuple[Any, Any]:
+        """What this step read of ``what`` for these keys, and the keys not read yet (None
+        when none): ``(None, keyset)`` when nothing kept applies; a kept read narrowed to
+        these keys where the runtime can (``keys_in``, and ``union_reads`` to add the rest)."""
         kept = self._read.get(what)
         n = _count(keyset)
         if kept is None or n is None:
-            return None
+            return None, keyset
         codes, data = kept
-        if n == len(codes) and np.array_equal(np.asarray(codes), np.asarray(keyset)):
-            return data
-        if (n < len(codes) and hasattr(self.kernels, "keys_in")
-                and bool(np.isin(np.asarray(keyset), np.asarray(codes)).all())):
-            return self.kernels.keys_in(data, keyset)
-        return None
+        have, want = np.asarray(codes), np.asarray(keyset)
+        if n == len(have) and np.array_equal(have, want):
+            return data, None
+        k = self.kernels
+        if not (hasattr(k, "keys_in") and hasattr(k, "union_reads")):
+            return None, keyset
+        held = np.isin(want, have)
+        found = int(np.count_nonzero(held))
+        if found == 0:
+            return None, keyset
+        known = data if found == len(have) else k.keys_in(data, want[held])
+        return known, (None if found == n else want[~held])
 
     def _keep(self, what: str, keyset: Any, data: Any) -> Any:
         n = _count(keyset)
