@@ -74,7 +74,7 @@ def interesting_times(new: pl.DataFrame, history: pl.DataFrame, tt: TimeType,
     jkeys = [KEY, *keys]
     tcols = tt.columns()
     cols = [*jkeys, *tcols]
-    if new.height + history.height >= ARRAY_TIMES_ROWS:
+    if ARRAY_TIMES_ROWS <= new.height + history.height <= ARRAY_TIMES_MAX:
         found = _interesting_times_arrays(new, history, tt, keys, small_rows)
         if found is not None:
             return found
@@ -136,8 +136,11 @@ def interesting_times(new: pl.DataFrame, history: pl.DataFrame, tt: TimeType,
 
 
 #: new and history rows (together) from which :func:`interesting_times` tries its array path
-#: (below, the row path costs less than the few dozen NumPy calls)
+#: (below, the row path costs less than the few dozen NumPy calls), and up to which (above,
+#: a first epoch's millions of updates, Polars' parallel columnar path is faster, and its
+#: shortcuts hold fewer temporaries: the array path raised the first epoch's peak memory)
 ARRAY_TIMES_ROWS = 128
+ARRAY_TIMES_MAX = 1 << 17
 
 
 def _interesting_times_arrays(new: Any, history: Any, tt: TimeType, keys: Sequence[str],
