@@ -13,7 +13,10 @@ Runs embedded in one process (the default) or on Apache Spark.
 {'src': [1, 2], 'out_degree': [2, 1], 'count': [1, 1]}
 """
 
-from ddflow import graph
+from ddflow import (
+    _allocator,  # noqa: F401  (first: before Polars loads; see the module)
+    graph,
+)
 from ddflow.collection import Agg, Arranged, Collection, GroupBy, count, max, mean, min, sum
 from ddflow.dataflow import Dataflow, InputCollection, LocalRuntime, Output, Probe, RunProgress
 from ddflow.errors import (

@@ -41,6 +41,9 @@ INDEXED_ROWS = 100_000
 #: a key with at least this many updates in a batch is read through the batch's index
 HEAVY_ROWS = 64
 
+#: a batch's index sums the rows of its heavy keys about this many at a time
+SUMMARY_ROWS = 1 << 20
+
 #: interesting times' inputs of at most this many rows are given as rows
 SMALL_TIMES = 2_000
 
@@ -158,13 +161,27 @@ class BatchIndex:
         self.heavy = codes[starts[heavy]]
         self.lo = starts[heavy]
         self.hi = self.lo + lengths[heavy]
-        rows = batch.select([KEY, *tcols, DIFF])[ranges(self.lo, lengths[heavy])]
-        summary = grouped_sums(rows, [KEY, *tcols], [DIFF])  # zero sums kept: still times
-        if not summary.get_column(KEY).is_sorted():
-            summary = summary.sort(KEY)
-        self.s_codes = summary.get_column(KEY).to_numpy()
-        self.s_times = [summary.get_column(c).to_numpy() for c in tcols]
-        self.s_diff = summary.get_column(DIFF).to_numpy()
+        # the summary, a range of heavy keys at a time (about SUMMARY_ROWS rows each: the
+        # rows gathered and their sort are the largest temporaries of a first epoch's read)
+        columns = batch.select([KEY, *tcols, DIFF])
+        reach = np.cumsum(lengths[heavy])
+        cuts = (np.searchsorted(reach, np.arange(SUMMARY_ROWS, int(reach[-1]), SUMMARY_ROWS),
+                                side="right") if len(reach) else np.zeros(0, dtype=np.int64))
+        parts = []
+        for a, b in zip(np.concatenate(([0], cuts)), np.append(cuts, len(self.lo)),
+                        strict=True):
+            if b <= a:
+                continue
+            rows = columns[ranges(self.lo[a:b], lengths[heavy][a:b])]
+            summary = grouped_sums(rows, [KEY, *tcols], [DIFF])  # zero sums kept: still times
+            del rows
+            if not summary.get_column(KEY).is_sorted():
+                summary = summary.sort(KEY)
+            parts.append([summary.get_column(c).to_numpy() for c in (KEY, *tcols, DIFF)])
+        if not parts:
+            parts = [[np.zeros(0, dtype=np.int64) for _ in (KEY, *tcols, DIFF)]]
+        joined = [np.concatenate(c) if len(parts) > 1 else c[0] for c in zip(*parts, strict=True)]
+        self.s_codes, self.s_times, self.s_diff = joined[0], joined[1:-1], joined[-1]
         self._by_value: dict[str, bool] = {}
         self._values: dict[str, np.ndarray] = {}
 
