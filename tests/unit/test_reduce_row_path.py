@@ -239,8 +239,10 @@ def test_bounded_min_max_equals_the_general_path(case):
 
 @settings(max_examples=400, deadline=None)
 @given(case=bounded_cases(), cuts=st.lists(st.integers(0, 40), max_size=3),
-       by_value=st.lists(st.booleans(), min_size=4, max_size=4), heavy=st.integers(1, 3))
-def test_indexed_history_equals_the_updates_it_indexes(case, cuts, by_value, heavy):
+       by_value=st.lists(st.booleans(), min_size=4, max_size=4), heavy=st.integers(1, 3),
+       summary_rows=st.sampled_from([1, 5, 1 << 20]))
+def test_indexed_history_equals_the_updates_it_indexes(case, cuts, by_value, heavy,
+                                                       summary_rows):
     """The history of the queried keys read through batch indexes (:mod:`local_index`: times
     and counts from per-(key, time) summaries of the heavy keys, values up to a bound from the
     front of a key's rows where the batch is sorted by value) against the same updates read
@@ -261,8 +263,10 @@ def test_indexed_history_equals_the_updates_it_indexes(case, cuts, by_value, hea
             part = part.sort([KEY, value, *tcols])
         parts.append(part)
     codes = np.unique(queries.get_column(KEY).to_numpy())
-    saved = local_index.INDEXED_ROWS, local_index.HEAVY_ROWS, local.LOOKUP_SCAN
-    local_index.INDEXED_ROWS, local_index.HEAVY_ROWS, local.LOOKUP_SCAN = 1, heavy, 0
+    saved = (local_index.INDEXED_ROWS, local_index.HEAVY_ROWS, local.LOOKUP_SCAN,
+             local_index.SUMMARY_ROWS)
+    (local_index.INDEXED_ROWS, local_index.HEAVY_ROWS, local.LOOKUP_SCAN,
+     local_index.SUMMARY_ROWS) = 1, heavy, 0, summary_rows  # (summaries in ranges of keys)
     try:
         indexed = k.indexed_history(parts, codes, spec.keys, tt)
         if indexed is None:  # no queried key has `heavy` updates in a batch: nothing to index
@@ -314,4 +318,5 @@ def test_indexed_history_equals_the_updates_it_indexes(case, cuts, by_value, hea
         assert (as_sets(local_reduce.interesting_times(new, indexed, tt, spec.keys, -1))
                 == as_sets(local_reduce.interesting_times(new, whole, tt, spec.keys, -1)))
     finally:
-        local_index.INDEXED_ROWS, local_index.HEAVY_ROWS, local.LOOKUP_SCAN = saved
+        (local_index.INDEXED_ROWS, local_index.HEAVY_ROWS, local.LOOKUP_SCAN,
+         local_index.SUMMARY_ROWS) = saved
