@@ -361,3 +361,19 @@ def test_accumulation_by_key_equals_the_join(data: st.DataObject, width: int) ->
     assert list(got.columns) == list(want.columns)
     assert dict(got.schema) == dict(want.schema)
     assert bag(got) == bag(want)
+
+
+@settings(max_examples=200, deadline=None)
+@given(rows=st.lists(st.tuples(ints, st.integers(0, 3)), max_size=30),
+       dropped=st.lists(ints, max_size=6), rows_in=st.booleans())
+def test_without_keys_is_the_anti_join_on_the_keys(rows, dropped, rows_in):
+    """``without_keys`` (a reduce drops the keys its min/max skip let go): the rows whose
+    ``(KEY, k)`` is not among the keys' rows; by the codes alone where they are the keys (an
+    ``Int64`` key without nulls), else by a join on every key column (nulls included)."""
+    data = pl.DataFrame(rows, schema={"k": I64, "v": I64}, orient="row")
+    batch = K.arrange(data, ["k"])
+    keys = K.arrange(pl.DataFrame({"k": dropped}, schema={"k": I64}), ["k"]).select([KEY, "k"])
+    got = frame(K.without_keys(as_rows(batch, 10**9) if rows_in else batch, keys))
+    gone = set(dropped)
+    want = [r for r in batch.rows() if r[batch.columns.index("k")] not in gone]
+    assert sorted(got.select(batch.columns).rows(), key=repr) == sorted(want, key=repr)

@@ -612,8 +612,17 @@ class LocalKernels:
             drop = keys if type(keys) is Rows else Rows(dict(keys.schema), keys.rows())
             return R.without_keys(batch, drop)
         keys = frame(keys)
-        kept = batch.join(keys, on=keys.columns, how="anti", nulls_equal=True,
-                          maintain_order="left")
+        rest = [c for c in keys.columns if c != KEY]
+        if (len(rest) == 1 and KEY in keys.columns and KEY in batch.columns
+                and shares_key(keys, rest) and shares_key(batch, rest)):
+            # (the codes are the keys: the rows whose code is not among the keys', in NumPy)
+            codes = np.unique(keys.get_column(KEY).to_numpy())
+            key = batch.get_column(KEY).to_numpy()
+            at = np.minimum(np.searchsorted(codes, key), len(codes) - 1)
+            kept = batch.filter(pl.Series(codes[at] != key))
+        else:
+            kept = batch.join(keys, on=keys.columns, how="anti", nulls_equal=True,
+                              maintain_order="left")
         if KEY in batch.columns and batch.get_column(KEY).flags["SORTED_ASC"]:
             return kept.with_columns(kept.get_column(KEY).set_sorted())  # (still sorted)
         return kept

@@ -74,7 +74,10 @@ def interesting_times(new: pl.DataFrame, history: pl.DataFrame, tt: TimeType,
     jkeys = [KEY, *keys]
     tcols = tt.columns()
     cols = [*jkeys, *tcols]
-    if ARRAY_TIMES_ROWS <= new.height + history.height <= ARRAY_TIMES_MAX:
+    # (an indexed history's times are its summaries' and light rows, whatever its height)
+    rows = new.height + (history.light.height if isinstance(history, IndexedHistory)
+                         else history.height)
+    if ARRAY_TIMES_ROWS <= rows <= ARRAY_TIMES_MAX:
         found = _interesting_times_arrays(new, history, tt, keys, small_rows)
         if found is not None:
             return found
