@@ -438,8 +438,8 @@ class LocalKernels:
         scanned."""
         from ddflow.kernels.local_index import gather_found
 
-        if self.lookup_rows < 0 or any(type(p) is not Rows and _scanned(p, codes)
-                                       for p in parts):
+        if (len(codes) <= FEW_CODES or self.lookup_rows < 0
+                or any(type(p) is not Rows and _scanned(p, codes) for p in parts)):
             read = self.lookup_within if within else self.lookup
             return self.concat([read(p, codes) for p in parts])
         found: list[tuple[Any, Any]] = []
@@ -738,6 +738,10 @@ def accumulate(
     j = j.filter(le_expr(tt, tcols, qcols))
     return grouped_sums(j, [*keys, *qcols, *values], summed, drop_zero=True)
 
+
+#: a trace's lookup of at most this many keys reads batch by batch (rows, few: the counting
+#: pass of :meth:`LocalKernels.lookup_parts` would only add to a small step's fixed cost)
+FEW_CODES = 16
 
 #: frames of at least this many rows are summed by sorting a packed code (:func:`grouped_sums`)
 PACKED_SUM_ROWS = 50_000
