@@ -18,7 +18,7 @@ Invariants of the kernels:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -448,7 +448,7 @@ class LocalKernels:
             if type(p) is Rows:
                 got = R.lookup(p, codes)
                 total += got.height
-            elif p.height and len(codes):
+            elif p.height:
                 got = R.batch_ranges(p, codes)
                 total += int((got[1] - got[0]).sum())
             else:
@@ -457,8 +457,7 @@ class LocalKernels:
         if not found:
             return self.lookup(parts[0], codes)  # (empty)
         if total > self.lookup_rows:
-            return gather_found(found, dict(frame(parts[0]).schema)
-                                if type(parts[0]) is not Rows else dict(parts[0].schema))
+            return gather_found(found, dict(parts[0].schema))
         return self.concat([got if type(p) is Rows else self._found_rows(p, *got)
                             for p, got in found])
 
@@ -474,11 +473,7 @@ class LocalKernels:
             return batch.clear()
         if total == batch.height:
             return batch
-        nz = counts > 0
-        lo, counts = lo[nz], counts[nz]
-        # indices lo[i] .. lo[i] + counts[i] - 1, concatenated
-        starts = np.repeat(lo - np.cumsum(np.concatenate(([0], counts[:-1]))), counts)
-        return batch[starts + np.arange(total)]
+        return batch[R.ranges(lo, counts)]
 
     def lookup(self, batch: Any, codes: Any) -> Any:
         """Rows of an arranged batch whose key code is in ``codes`` (sorted, unique): rows
@@ -617,9 +612,7 @@ class LocalKernels:
                 and shares_key(keys, rest) and shares_key(batch, rest)):
             # (the codes are the keys: the rows whose code is not among the keys', in NumPy)
             codes = np.unique(keys.get_column(KEY).to_numpy())
-            key = batch.get_column(KEY).to_numpy()
-            at = np.minimum(np.searchsorted(codes, key), len(codes) - 1)
-            kept = batch.filter(pl.Series(codes[at] != key))
+            kept = batch.filter(pl.Series(~R.members(codes, batch.get_column(KEY).to_numpy())))
         else:
             kept = batch.join(keys, on=keys.columns, how="anti", nulls_equal=True,
                               maintain_order="left")
@@ -654,9 +647,7 @@ class LocalKernels:
         if batch.height == 0:
             return batch
         codes = np.asarray(codes, dtype=np.int64)
-        key = batch.get_column(KEY).to_numpy()
-        at = np.minimum(np.searchsorted(codes, key), len(codes) - 1)
-        return batch.filter(pl.Series(codes[at] == key))
+        return batch.filter(pl.Series(R.members(codes, batch.get_column(KEY).to_numpy())))
 
     def time_queries(self, pending: dict[Time, list[pl.DataFrame]], tt: TimeType) -> Batch:
         from ddflow.kernels.local_reduce import time_queries
@@ -798,28 +789,16 @@ def _array_sums(frame: pl.DataFrame, group: Sequence[str], sums: Sequence[str],
     first taken and the sums put beside them. A Polars group-by of a few thousand rows costs
     two to five times as much, mostly its fixed cost. Sorted by ``group``. None unless every
     column is an integer column without nulls (the sums ``Int64``) whose ranges fit."""
-    schema = frame.schema
-    if not all(schema[c].is_integer() and frame.get_column(c).null_count() == 0
-               for c in group) or any(schema[w] != pl.Int64
-                                      or frame.get_column(w).null_count() for w in sums):
+    if not _packable(frame, group, sums):
         return None
     columns = [frame.get_column(c).to_numpy() for c in group]
-    code = np.zeros(frame.height, dtype=np.int64)
-    stride = 1
-    for c in reversed(columns):
-        lo, hi = int(c.min()), int(c.max())
-        span = hi - lo + 1
-        if hi >= 2**63 or stride * span >= 2**62:
-            return None
-        if span > 1:
-            code += (c.astype(np.int64, copy=False) - lo) * stride
-        stride *= span
-    order = np.argsort(code)
-    code = code[order]
-    heads = np.empty(len(code), dtype=bool)
-    heads[0] = True
-    np.not_equal(code[1:], code[:-1], out=heads[1:])
-    starts = np.flatnonzero(heads)
+    packing = _radix([(int(c.min()), int(c.max())) for c in columns], columns.__getitem__,
+                     frame.height)
+    if packing is None:
+        return None
+    order = np.argsort(packing.code)
+    code = packing.code[order]
+    starts = np.flatnonzero(np.concatenate(([True], code[1:] != code[:-1])))
     totals = [np.add.reduceat(frame.get_column(w).to_numpy()[order], starts) for w in sums]
     rows = order[starts]
     keep = _kept(totals, drop_zero)
@@ -827,7 +806,7 @@ def _array_sums(frame: pl.DataFrame, group: Sequence[str], sums: Sequence[str],
         rows, totals = rows[keep], [t[keep] for t in totals]
     return pl.DataFrame({**{n: c[rows] for n, c in zip(group, columns, strict=True)},
                          **dict(zip(sums, totals, strict=True))},
-                        schema={n: schema[n] for n in (*group, *sums)})
+                        schema={n: frame.schema[n] for n in (*group, *sums)})
 
 
 class _Packing:
@@ -968,27 +947,41 @@ def _pack(frame: pl.DataFrame, group: Sequence[str], sums: Sequence[str]) -> _Pa
     """The groups of the rows packed (:class:`_Packing`): codes equal exactly when the rows'
     ``group`` values are equal; None when a column is not an integer column without nulls or
     the ranges do not fit."""
-    schema = frame.schema
-    if not all(schema[c].is_integer() and frame.get_column(c).null_count() == 0
-               for c in (*group, *sums)):
-        return None
-    if any(schema[w] != pl.Int64 for w in sums):
+    if not _packable(frame, group, sums):
         return None
     bounds = frame.select([pl.col(c).min().alias(f"lo{i}") for i, c in enumerate(group)]
                           + [pl.col(c).max().alias(f"hi{i}") for i, c in enumerate(group)]).row(0)
     n = len(group)
-    code = np.zeros(frame.height, dtype=np.int64)
-    term = np.empty(frame.height, dtype=np.int64)
-    digits: list[tuple[int, int, int]] = [(0, 0, 0)] * n
+    return _radix([(int(bounds[i]), int(bounds[n + i])) for i in range(n)],
+                  lambda i: frame.get_column(group[i]).to_numpy(), frame.height)
+
+
+def _packable(frame: pl.DataFrame, group: Sequence[str], sums: Sequence[str]) -> bool:
+    """Are the group columns integers without nulls, and the summed ones ``Int64`` without
+    nulls?"""
+    schema = frame.schema
+    return (all(schema[c].is_integer() and frame.get_column(c).null_count() == 0
+                for c in group)
+            and all(schema[w] == pl.Int64 and frame.get_column(w).null_count() == 0
+                    for w in sums))
+
+
+def _radix(bounds: list[tuple[int, int]], column: Callable[[int], np.ndarray], n: int
+           ) -> _Packing | None:
+    """The ``n`` rows' groups packed in one int64 (:class:`_Packing`), from each group
+    column's ``(low, high)`` and its values (``column(i)``, read only when it varies); None
+    when a value is beyond int64 or the ranges multiply to ``2**62`` or more."""
+    code = np.zeros(n, dtype=np.int64)
+    term = np.empty(n, dtype=np.int64)
+    digits: list[tuple[int, int, int]] = [(0, 0, 0)] * len(bounds)
     stride = 1
-    for i in range(n - 1, -1, -1):
-        lo, hi = int(bounds[i]), int(bounds[n + i])
+    for i in range(len(bounds) - 1, -1, -1):
+        lo, hi = bounds[i]
         span = hi - lo + 1
         if hi >= 2**63 or stride * span >= 2**62:  # (a uint64 beyond int64 or too wide)
             return None
         if span > 1:  # code += (column - lo) * stride, in place
-            col = frame.get_column(group[i]).to_numpy()
-            np.subtract(col, lo, out=term, casting="unsafe")
+            np.subtract(column(i), lo, out=term, casting="unsafe")
             np.multiply(term, stride, out=term)
             np.add(code, term, out=code)
         digits[i] = (lo, stride, span)

@@ -29,7 +29,16 @@ import numpy as np
 import polars as pl
 
 from ddflow.kernels.local import DIFF, KEY, LocalKernels, grouped_sums, shares_key
-from ddflow.kernels.local_rows import ColumnCache, Rows, batch_ranges, frame, iter_rows, rowable
+from ddflow.kernels.local_rows import (
+    ColumnCache,
+    Rows,
+    batch_ranges,
+    frame,
+    iter_rows,
+    members,
+    ranges,
+    rowable,
+)
 from ddflow.kernels.local_rows import lookup as lookup_rows
 from ddflow.lattice import TimeType
 
@@ -46,24 +55,6 @@ SUMMARY_ROWS = 1 << 20
 
 #: interesting times' inputs of at most this many rows are given as rows
 SMALL_TIMES = 2_000
-
-
-def ranges(lo: np.ndarray, counts: np.ndarray) -> np.ndarray:
-    """The positions ``lo[i] .. lo[i] + counts[i] - 1``, concatenated."""
-    total = int(counts.sum())
-    if total == 0:
-        return np.zeros(0, dtype=np.int64)
-    starts = np.repeat(lo - np.cumsum(np.concatenate(([0], counts[:-1]))), counts)
-    return starts + np.arange(total)
-
-
-def _members(sorted_codes: np.ndarray, codes: np.ndarray) -> np.ndarray:
-    """Which of ``codes`` are in ``sorted_codes`` (sorted, unique)."""
-    if len(sorted_codes) == 0:
-        return np.zeros(len(codes), dtype=bool)
-    at = np.minimum(np.searchsorted(sorted_codes, codes), len(sorted_codes) - 1)
-    found: np.ndarray = sorted_codes[at] == codes
-    return found
 
 
 def _shares_key(batch: pl.DataFrame, keys: Sequence[str]) -> bool:
@@ -281,7 +272,7 @@ class IndexedHistory:
                  for p in parts]
         if not any(large):
             return None
-        hits = [_members(BatchIndex.of(p, tt).heavy, codes) if big else None
+        hits = [members(BatchIndex.of(p, tt).heavy, codes) if big else None
                 for p, big in zip(parts, large, strict=True)]
         if not any(h is not None and h.any() for h in hits):
             return None
@@ -312,7 +303,7 @@ class IndexedHistory:
         if codes is not None:
             light = light.filter(pl.col(KEY).is_in(pl.Series(codes, dtype=pl.Int64).implode()))
         heavy = [(batch, want) for batch, _, keys in self.indexed
-                 if len(want := keys if codes is None else keys[_members(codes, keys)])]
+                 if len(want := keys if codes is None else keys[members(codes, keys)])]
         if not heavy:
             return light
         return pl.concat([light, gather(heavy, self.schema)[light.columns]])
@@ -362,9 +353,9 @@ class IndexedHistory:
         indexes."""
         light = self.light
         if light.height:
-            light = light.filter(pl.Series(_members(codes, light.get_column(KEY).to_numpy())))
+            light = light.filter(pl.Series(members(codes, light.get_column(KEY).to_numpy())))
         indexed = [(batch, index, heavy[at]) for batch, index, heavy in self.indexed
-                   if (at := _members(codes, heavy)).any()]
+                   if (at := members(codes, heavy)).any()]
         return IndexedHistory(self.kernels, self.tt, self.keys, codes, light, indexed,
                               self.schema)
 

@@ -32,7 +32,7 @@ from ddflow.kernels.local import (
     shares_key,
     time_columns,
 )
-from ddflow.kernels.local_index import IndexedHistory, indexed_sums, positions
+from ddflow.kernels.local_index import IndexedHistory, _found, indexed_sums, positions
 from ddflow.kernels.local_rows import Rows, as_rows, frame, iter_rows, rowable
 from ddflow.lattice import Time, TimeType
 
@@ -178,15 +178,14 @@ def _interesting_times_arrays(new: Any, history: Any, tt: TimeType, keys: Sequen
         return []
     order = np.lexsort([*reversed(nt), nk])  # by key, then time
     nk, nt = nk[order], [t[order] for t in nt]
-    starts = np.flatnonzero(np.concatenate(([True], nk[1:] != nk[:-1])))
+    starts = _runs(nk)
     codes = nk[starts]  # each key once, sorted
     run = np.repeat(np.arange(len(starts)), np.diff(np.append(starts, len(nk))))
     head = [t[starts] for t in nt[:-1]]  # each key's new times' other coordinates
     if any(not np.array_equal(t, h[run]) for t, h in zip(nt[:-1], head, strict=True)):
         return None  # (a key's new times differ before the last coordinate)
     least = nt[-1][starts]
-    at = np.minimum(np.searchsorted(codes, hk), len(codes) - 1)
-    ours = codes[at] == hk  # (a history holds the new keys' updates, and may hold more)
+    at, ours = _found(codes, hk)  # (a history holds the new keys' updates, and may hold more)
     if any(np.any((t > h[at]) & ours) for t, h in zip(ht[:-1], head, strict=True)):
         return None  # (a history time not below a new one before the last coordinate)
     lifts = ours & (ht[-1] > least[at])
@@ -195,16 +194,9 @@ def _interesting_times_arrays(new: Any, history: Any, tt: TimeType, keys: Sequen
     order = np.lexsort([which, last, *(h[which] for h in reversed(head))])  # by time, then key
     which, last = which[order], last[order]
     columns = [*(h[which] for h in head), last]
-    same_time = np.ones(len(which) - 1, dtype=bool)
-    for c in columns:
-        same_time &= c[1:] == c[:-1]
-    keep = np.concatenate(([True], ~(same_time & (which[1:] == which[:-1]))))
-    if not keep.all():  # (a key's time reached twice)
-        which, columns = which[keep], [c[keep] for c in columns]
-        same_time = np.ones(len(which) - 1, dtype=bool)
-        for c in columns:
-            same_time &= c[1:] == c[:-1]
-    bounds = np.append(np.flatnonzero(np.concatenate(([True], ~same_time))), len(which))
+    keep = _runs(*columns, which)  # (a key's time reached twice: once)
+    which, columns = which[keep], [c[keep] for c in columns]
+    bounds = np.append(_runs(*columns), len(which))  # (each time's keys)
     out_codes = codes[which]
     times = zip(*(c[bounds[:-1]].tolist() for c in columns), strict=True)
     schema = {KEY: pl.Int64, key: pl.Int64}
@@ -847,13 +839,10 @@ def _extreme_by_bound(spec: ReduceSpec, q_all: pl.DataFrame, history: Any,
     if indexed:
         count, (pos, value, diff) = indexed_sums(history, qk, qt, c, bound, bounded, sign)
     else:
-        pos, valid = positions(qk, qt, history.get_column(KEY).to_numpy(),
-                               [history.get_column(tc).to_numpy() for tc in tcols])
-        diff = history.get_column(DIFF).to_numpy()[valid]
+        pos, value, diff = _query_rows(history, qk, qt, c, sign, tcols)
         if len(diff) and max(-int(diff.min()), int(diff.max())) * len(diff) >= 2**53:
             return None  # (float sums below would not be exact)
         count = np.bincount(pos, weights=diff, minlength=len(qk))
-        value = history.get_column(c).cast(pl.Int64).to_numpy()[valid] * sign
         below = ~bounded[pos] | (value <= bound[pos])
         if np.count_nonzero(below) > BOUNDED_SHARE * len(below):
             return None
@@ -869,10 +858,7 @@ def _extreme_by_bound(spec: ReduceSpec, q_all: pl.DataFrame, history: Any,
             _, (pos, value, diff) = indexed_sums(history.subset(ak), ak, at, c, zeros,
                                                  unbounded, sign)
         else:
-            pos, valid = positions(ak, at, history.get_column(KEY).to_numpy(),
-                                   [history.get_column(tc).to_numpy() for tc in tcols])
-            diff = history.get_column(DIFF).to_numpy()[valid]
-            value = history.get_column(c).cast(pl.Int64).to_numpy()[valid] * sign
+            pos, value, diff = _query_rows(history, ak, at, c, sign, tcols)
         found[again], extreme[again] = _least_positive(pos, value, diff, len(again))
     present = found & (count > 0)
     codes = qk[present]
@@ -882,6 +868,16 @@ def _extreme_by_bound(spec: ReduceSpec, q_all: pl.DataFrame, history: Any,
         pl.Series(name, extreme[present] * sign, dtype=pl.Int64).cast(spec.out_types[name]),
         pl.Series(DIFF, np.ones(len(codes), dtype=np.int64), dtype=pl.Int64),
     ])
+
+
+def _query_rows(history: pl.DataFrame, qk: np.ndarray, qt: Sequence[np.ndarray], column: str,
+                sign: int, tcols: Sequence[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The history rows at or before their key's query (``qk`` sorted, at times ``qt``): the
+    query's position, the value of ``column`` times ``sign``, and the diff."""
+    pos, valid = positions(qk, qt, history.get_column(KEY).to_numpy(),
+                           [history.get_column(tc).to_numpy() for tc in tcols])
+    value = history.get_column(column).cast(pl.Int64).to_numpy()[valid] * sign
+    return pos, value, history.get_column(DIFF).to_numpy()[valid]
 
 
 def _single_rows(current: pl.DataFrame, qk: np.ndarray, name: str, sign: int

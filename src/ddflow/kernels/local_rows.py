@@ -446,6 +446,24 @@ class ColumnCache:
         return Rows(self.schema, list(zip(*cols, strict=True)))
 
 
+def ranges(lo: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """The positions ``lo[i] .. lo[i] + counts[i] - 1``, concatenated."""
+    total = int(counts.sum())
+    if total == 0:
+        return np.zeros(0, dtype=np.int64)
+    starts = np.repeat(lo - np.cumsum(np.concatenate(([0], counts[:-1]))), counts)
+    return starts + np.arange(total)
+
+
+def members(sorted_codes: np.ndarray, codes: np.ndarray) -> np.ndarray:
+    """Which of ``codes`` are in ``sorted_codes`` (sorted, unique)."""
+    if len(sorted_codes) == 0:
+        return np.zeros(len(codes), dtype=bool)
+    at = np.minimum(np.searchsorted(sorted_codes, codes), len(sorted_codes) - 1)
+    found: np.ndarray = sorted_codes[at] == codes
+    return found
+
+
 def batch_ranges(f: pl.DataFrame, codes: Any) -> tuple[np.ndarray, np.ndarray]:
     """:func:`key_ranges` of the codes in an arranged frame: through its
     :class:`ColumnCache`'s fences where it has them."""
@@ -475,10 +493,7 @@ def lookup_frame(f: pl.DataFrame, lo: np.ndarray, hi: np.ndarray, limit: int) ->
         return None
     if total == 0:
         return Rows(cache.schema, [])
-    nz = counts > 0
-    lo, counts = lo[nz], counts[nz]
-    starts = np.repeat(lo - np.cumsum(np.concatenate(([0], counts[:-1]))), counts)
-    return cache.take(starts + np.arange(total))
+    return cache.take(ranges(lo, counts))
 
 
 # ---------------------------------------------------------------------- joins
