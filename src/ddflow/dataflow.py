@@ -282,7 +282,9 @@ class InputCollection(Collection):
         self.name = name
         self._epoch = epoch
         self.closed = False
-        self._buffer: list[pl.DataFrame] = []
+        #: updates not sent yet: data frames, each with its diff (one for every row, or one
+        #: per row); the columns of a diff are added when the epoch's batch is made
+        self._buffer: list[tuple[pl.DataFrame, int | pl.Series]] = []
         # batches already in the runtime's own format (Spark DataFrames on Spark)
         self._native: list[Any] = []
         self._messages: list[tuple[int, pl.DataFrame]] = []
@@ -324,7 +326,7 @@ class InputCollection(Collection):
         if not all(isinstance(d, int) and not isinstance(d, bool) for d in diffs):
             raise InputError("update diffs must be integers", site=site)
         data = self._rows([r[:-1] for r in rows], site)
-        self._buffer.append(data.with_columns(pl.Series(DIFF, diffs, dtype=pl.Int64)))
+        self._buffer.append((data, pl.Series(DIFF, diffs, dtype=pl.Int64)))
 
     def insert_frame(self, frame: Any, diff: str | None = None) -> None:
         """Insert the rows of a pandas, Polars or Arrow DataFrame (or a Spark DataFrame, which is
@@ -348,7 +350,7 @@ class InputCollection(Collection):
         if diffs is None:
             self._accept(data, 1)
         else:
-            self._buffer.append(data.with_columns(diffs.cast(pl.Int64).alias(DIFF)))
+            self._buffer.append((data, diffs.cast(pl.Int64).alias(DIFF)))
 
     def remove_frame(self, frame: Any) -> None:
         """Remove the rows of a DataFrame (one copy each)."""
@@ -373,26 +375,39 @@ class InputCollection(Collection):
 
     def _accept(self, data: pl.DataFrame, diff: int) -> None:
         if data.height:
-            self._buffer.append(data.with_columns(pl.lit(diff, dtype=pl.Int64).alias(DIFF)))
+            self._buffer.append((data, diff))
 
     def _flush(self) -> None:
-        if not self._buffer:
-            if self._native:
-                self._buffer.append(pl.DataFrame(schema={**dict(self.schema.polars_schema()), DIFF: pl.Int64}))
-            else:
-                return
-        data = pl.concat(self._buffer) if len(self._buffer) > 1 else self._buffer[0]
-        self._buffer = []
-        batch = data.with_columns(pl.lit(self._epoch, dtype=pl.Int64).alias("__t0")).select(
-            [*self.schema.names, "__t0", DIFF]
-        )
-        batch = self._flow.kernels.from_polars(batch)
+        if not self._buffer and not self._native:
+            return
+        buffer, self._buffer = self._buffer, []
+        names = list(self.schema.names)
+        k = self._flow.kernels
+        batch = None
+        if (buffer and not self._native and hasattr(k, "from_rows")
+                and sum(f.height for f, _ in buffer) <= k.small_rows):
+            # a few updates (a small epoch's) become the runtime's rows directly: building
+            # the frame first costs a few Polars calls of about a hundred microseconds each
+            batch = k.from_rows(self._batch_schema(),
+                                lambda: _update_rows(buffer, self._epoch))
+        if batch is None:
+            frames = [f.with_columns(pl.lit(d, dtype=pl.Int64).alias(DIFF) if isinstance(d, int)
+                                     else d.alias(DIFF))
+                      for f, d in buffer]
+            if not frames:
+                frames.append(pl.DataFrame(schema=self._batch_schema()).drop("__t0"))
+            data = pl.concat(frames) if len(frames) > 1 else frames[0]
+            batch = k.from_polars(data.with_columns(
+                pl.lit(self._epoch, dtype=pl.Int64).alias("__t0")).select([*names, "__t0", DIFF]))
         if self._native:
-            k = self._flow.kernels
             natives = [k.native_updates(df, self.schema, diff, self._epoch) for df, diff in self._native]
             batch = k.concat([batch, *natives])
             self._native = []
         self._messages.append((self._epoch, batch))
+
+    def _batch_schema(self) -> dict[str, Any]:
+        """The columns of an input batch: the data's, its epoch and its diff."""
+        return {**dict(self.schema.polars_schema()), "__t0": pl.Int64, DIFF: pl.Int64}
 
     def _advance(self, epoch: int, site: CallSite | None) -> None:
         self._flush()
@@ -447,6 +462,20 @@ class InputCollection(Collection):
         if not self.closed:
             epochs.append(self._epoch)
         return min(epochs) if epochs else None
+
+
+def _update_rows(buffer: list[tuple[pl.DataFrame, int | pl.Series]], epoch: int
+                 ) -> list[tuple[Any, ...]]:
+    """The rows of an input's buffered updates (the schema's columns, then epoch and diff).
+    (The schema's conversions give every buffered frame its columns in that order.)"""
+    rows: list[tuple[Any, ...]] = []
+    for f, d in buffer:
+        data = f.rows()
+        if isinstance(d, int):
+            rows += [(*r, epoch, d) for r in data]
+        else:
+            rows += [(*r, epoch, x) for r, x in zip(data, d.to_list(), strict=True)]
+    return rows
 
 
 def _as_polars(frame: Any) -> pl.DataFrame:

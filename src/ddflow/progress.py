@@ -188,6 +188,9 @@ class Tracker:
             for i, tt in enumerate(graph.inputs[n]):
                 self._from_target[(n, i)] = self._reach(("t", n, i), tt)
         self._pending: list[tuple[list[tuple[int, list[Summary]]], Time, int]] = []
+        #: the times a pointstamp reaches at each target, by (its reach list's id, its time):
+        #: a step's changes are mostly at the few times in flight, again and again
+        self._reached: dict[tuple[int, Time], list[tuple[int, Time]]] = {}
 
     # ----------------------------------------------------------------- reachability
 
@@ -242,9 +245,14 @@ class Tracker:
         if delta:
             self._pending.append((self._from_target[(node, port)], tuple(time), delta))
 
+    #: at most this many entries are kept in ``_reached`` (then it starts again)
+    REACHED_CACHE = 4096
+
     def propagate(self) -> set[int]:
         """Apply pending count changes; return the nodes whose input frontiers changed."""
         changed: set[int] = set()
+        if not self._pending:
+            return changed
         pending, self._pending = self._pending, []
         # consolidate per (reach list, time) so that +1/-1 pairs cost nothing downstream
         acc: dict[tuple[int, Time], list] = {}
@@ -256,13 +264,23 @@ class Tracker:
             else:
                 entry[1] += d
         per_target: dict[int, list[tuple[Time, int]]] = {}
-        for (_, t), (reach, d) in acc.items():
+        cache = self._reached
+        if len(cache) > self.REACHED_CACHE:
+            cache.clear()
+        for key, (reach, d) in acc.items():
             if not d:
                 continue
-            for k, summaries in reach:
-                lst = per_target.setdefault(k, [])
-                for s in summaries:
-                    lst.append((s.apply(t), d))
+            reached = cache.get(key)
+            if reached is None:
+                t = key[1]
+                reached = cache[key] = [(k, s.apply(t)) for k, summaries in reach
+                                        for s in summaries]
+            for k, t2 in reached:
+                lst = per_target.get(k)
+                if lst is None:
+                    per_target[k] = [(t2, d)]
+                else:
+                    lst.append((t2, d))
         for k, changes in per_target.items():
             if self._implied[k].update_iter(changes):
                 changed.add(self._targets[k][0])

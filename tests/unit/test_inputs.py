@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+from collections import Counter
+from datetime import date
+
 import pandas as pd
 import polars as pl
 import pyarrow as pa
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import ddflow as dd
 
@@ -124,3 +129,72 @@ def test_step_returns_false_once_the_work_is_done():
         assert steps < 1_000
     assert out.snapshot().to_dict("list") == {"k": ["a"], "v": [1], "count": [1]}
     assert not flow.step()
+
+
+_ROWS = st.tuples(st.sampled_from(["a", "b", None]), st.integers(-2, 2),
+                  st.sampled_from([date(2024, 1, 1), date(2025, 6, 30)]))
+_CALL = st.one_of(
+    st.tuples(st.just("insert"), st.lists(_ROWS, max_size=4)),
+    st.tuples(st.just("remove"), st.lists(_ROWS, max_size=4)),
+    st.tuples(st.just("update"), st.lists(st.tuples(_ROWS, st.integers(-2, 3)), max_size=4)),
+    st.tuples(st.just("frame_diff"), st.lists(st.tuples(_ROWS, st.integers(-2, 3)), max_size=4)),
+    st.tuples(st.just("frame"), st.lists(_ROWS, max_size=4)),
+    st.tuples(st.just("advance"), st.just([])),
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(calls=st.lists(_CALL, max_size=14), with_float=st.booleans())
+def test_every_kind_of_input_call_lands_as_the_multiset_it_describes(calls, with_float):
+    """Inserts, removes, updates and frames with a diff column, in any mix within an epoch,
+    give the multiset they describe at every epoch: with small epochs held as rows (made
+    directly from the calls' rows) and with every batch a frame; a float column (no row
+    form) takes the frame path."""
+    def run(small):
+        flow = dd.Dataflow(dd.LocalRuntime(small_batch_rows=small))
+        schema = {"k": "str?", "v": "int64", "d": "date"}
+        if with_float:
+            schema["x"] = "float64"
+        xs = flow.input("xs", schema=schema)
+        out = xs.output()
+        seen, want, counts = [], [], Counter()
+
+        def full(r):
+            return (*r, r[1] / 2) if with_float else r
+
+        for what, rows in calls:
+            if what == "advance":
+                flow.advance_to(flow.epoch + 1)
+                flow.run()
+                seen.append(sorted(map(tuple, out.snapshot_polars().rows()), key=repr))
+                want.append(sorted(((*r, c) for r, c in counts.items() if c), key=repr))
+                continue
+            if what in ("insert", "frame"):
+                data = [full(r) for r in rows]
+                diffs = [1] * len(rows)
+            elif what == "remove":
+                data, diffs = [full(r) for r in rows], [-1] * len(rows)
+            else:
+                data, diffs = [full(r) for r, _ in rows], [d for _, d in rows]
+            if what == "insert":
+                xs.insert(data)
+            elif what == "remove":
+                xs.remove(data)
+            elif what == "update":
+                xs.update([(*r, d) for r, d in zip(data, diffs, strict=True)])
+            else:
+                cols = list(schema)
+                types = {"k": pl.String, "v": pl.Int64, "d": pl.Date, "x": pl.Float64}
+                frame = pl.DataFrame(data, schema={c: types[c] for c in cols}, orient="row")
+                if what == "frame":
+                    xs.insert_frame(frame.select(cols[::-1]))  # (any column order)
+                else:
+                    xs.insert_frame(frame.with_columns(pl.Series("n", diffs, dtype=pl.Int64)),
+                                    diff="n")
+            for r, d in zip(data, diffs, strict=True):
+                counts[r] += d
+        return seen, want
+
+    seen, want = run(dd.LocalRuntime().kernels.small_rows)
+    assert seen == want
+    assert run(0)[0] == want

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from ddflow import trace
 from ddflow.kernels import local as L
+from ddflow.kernels import local_rows as R
 from ddflow.kernels.local import LocalKernels
 from ddflow.kernels.local_rows import frame as as_frame
 from ddflow.lattice import TimeType
@@ -299,20 +300,38 @@ def test_a_lookup_in_every_batch_of_a_trace_equals_the_lookups_concatenated(
         L.LOOKUP_SCAN_ROWS = saved
 
 
-def check_lookup_parts(sizes, asked, small_rows, lookup_rows, seed, strings, within, scan):
+@settings(max_examples=100, deadline=None)
+@given(sizes=st.lists(st.sampled_from([0, 1, 3, 40, 300, 3_000]), min_size=1, max_size=8),
+       asked=st.integers(1, 16), lookup_rows=st.sampled_from([None, 5, 50]),
+       seed=st.integers(0, 2**16), strings=st.booleans(), within=st.booleans(),
+       key_range=st.sampled_from([6, 500]))
+def test_a_lookup_of_a_few_keys_in_a_trace_equals_the_lookups_concatenated(
+        sizes, asked, lookup_rows, seed, strings, within, key_range):
+    """A lookup of at most ``FEW_CODES`` keys (a small update's: one pass over the batches,
+    one list of rows) gives the rows of the lookups batch by batch, in their order; more rows
+    than the limit, or a schema without a row form, take the batch-by-batch path."""
+    assert L.FEW_CODES >= 16
+    got = check_lookup_parts(sizes, asked, 256, lookup_rows, seed, strings, within, False,
+                             key_range)
+    if not strings and got.height <= (lookup_rows or R.LOOKUP_ROWS):
+        assert type(got) is R.Rows
+
+
+def check_lookup_parts(sizes, asked, small_rows, lookup_rows, seed, strings, within, scan,
+                       key_range=500):
     rng = np.random.default_rng(seed)
     k = LocalKernels(small_rows=small_rows)
     if lookup_rows is not None and small_rows:
         k.lookup_rows = lookup_rows
     parts = []
     for n in sizes:
-        data = pl.DataFrame({"k": rng.integers(0, 500, n), "v": rng.integers(0, 9, n),
+        data = pl.DataFrame({"k": rng.integers(0, key_range, n), "v": rng.integers(0, 9, n),
                              "__t0": rng.integers(0, 3, n), "__diff": np.ones(n, dtype=np.int64)})
         if strings:
             data = data.with_columns(pl.when(pl.col("v") > 6).then(None)
                                      .otherwise(pl.col("v").cast(pl.String)).alias("v"))
         parts.append(k.from_polars(k.arrange(data, ["k"])))
-    codes = np.unique(rng.integers(-3, 510, asked))
+    codes = np.unique(rng.integers(-3, key_range + 10, asked))
     got = k.lookup_parts(parts, codes, within)
     want = k.concat([(k.lookup_within if within else k.lookup)(p, codes) for p in parts])
     columns = as_frame(parts[0]).columns
@@ -323,3 +342,6 @@ def check_lookup_parts(sizes, asked, small_rows, lookup_rows, seed, strings, wit
         assert all(r[0] in wanted for r in as_frame(got).select("__key").rows())
     if small_rows and not strings and not scan and as_frame(got).height <= k.lookup_rows:
         assert type(got) is not pl.DataFrame or as_frame(got).height == 0
+    if len(codes) <= L.FEW_CODES and not scan:  # (in the order of the batches, then codes)
+        assert as_frame(got).select(columns).rows() == as_frame(want).select(columns).rows()
+    return got

@@ -202,6 +202,14 @@ class LocalKernels:
     def to_polars(self, batch: Any) -> pl.DataFrame:
         return frame(batch)
 
+    def from_rows(self, schema: dict[str, Any], rows: Callable[[], list[tuple[Any, ...]]]
+                  ) -> Any:
+        """A few updates given as rows (``rows()``, in the column order of ``schema``) as a
+        batch: rows where the schema has a row form, else None (the caller builds a frame)."""
+        if self.small_rows < 0 or not R.rowable(schema):
+            return None
+        return Rows(schema, rows())
+
     def from_polars(self, data: pl.DataFrame) -> Any:
         """A frame of updates as a batch: small ones as rows (:mod:`local_rows`)."""
         return self._small(data)
@@ -438,6 +446,12 @@ class LocalKernels:
         scanned."""
         from ddflow.kernels.local_index import gather_found
 
+        if (len(codes) <= FEW_CODES and self.lookup_rows >= 0
+                and not (within and FEW_CODES * LOOKUP_SCAN >= LOOKUP_SCAN_ROWS)):
+            # (no batch is scanned for so few codes: within changes nothing)
+            few = R.lookup_few(parts, codes, self.lookup_rows)
+            if few is not None:
+                return few
         if (len(codes) <= FEW_CODES or self.lookup_rows < 0
                 or any(type(p) is not Rows and _scanned(p, codes) for p in parts)):
             read = self.lookup_within if within else self.lookup

@@ -473,6 +473,54 @@ def batch_ranges(f: pl.DataFrame, codes: Any) -> tuple[np.ndarray, np.ndarray]:
     return cache.ranges(codes)
 
 
+def lookup_few(parts: Sequence[Batch], codes: Any, limit: int) -> Rows | None:
+    """The rows of a few keys (``codes``, sorted, unique) in every batch of a trace, in one
+    pass and one list: rows batch by batch, each batch's keys in code order (what a lookup in
+    each batch, concatenated, gives). ``None`` when more than ``limit`` rows match, or a
+    batch has no row form or another schema (the caller reads batch by batch).
+
+    A small update's step reads a key or two in each of the ten or so batches of a large
+    trace, many times over: a lookup and a concatenation per batch cost several times the
+    search itself."""
+    cs = codes.tolist() if isinstance(codes, np.ndarray) else list(codes)
+    out: list[tuple[Any, ...]] = []
+    schema: dict[str, Any] | None = None
+    names: tuple[str, ...] = ()
+    for p in parts:
+        if type(p) is Rows:
+            if not p.rows:
+                continue
+            sch = p.schema
+            keys = codes_of(p)
+            rows = p.rows
+            for c in cs:
+                lo = bisect_left(keys, c)
+                if lo < len(keys) and keys[lo] == c:
+                    out.extend(rows[lo:bisect_right(keys, c, lo)])
+        else:
+            cache = ColumnCache.of(p)
+            if cache is None:
+                return None
+            ks = cache.keys
+            if len(ks) == 0:
+                continue
+            sch = cache.schema
+            for c in cs:
+                lo = int(ks.searchsorted(c))
+                if lo < len(ks) and ks[lo] == c:
+                    hi = int(ks.searchsorted(c, "right"))
+                    if len(out) + hi - lo > limit:
+                        return None
+                    out.extend(cache.take_range(lo, hi).rows)
+        if schema is None:
+            schema, names = sch, tuple(sch)
+        elif tuple(sch) != names:
+            return None
+        if len(out) > limit:
+            return None
+    return None if schema is None else Rows(schema, out)
+
+
 def lookup_frame(f: pl.DataFrame, lo: np.ndarray, hi: np.ndarray, limit: int) -> Rows | None:
     """The rows ``lo[i] .. hi[i] - 1`` of a large arranged frame (the ranges of a lookup's
     codes, :func:`batch_ranges`) as rows when at most ``limit``; ``None`` when more, or the
