@@ -759,17 +759,19 @@ def _evaluate_columnar(spec: ReduceSpec, queries: pl.DataFrame, history: pl.Data
         if current is None or r:
             current = accumulate(out_history, q, tt, jkeys, outs)
         want = desired if rounds == 1 else desired.join(q, on=[*jkeys, *qcols], how="semi", nulls_equal=True)
-        if current.height:
-            change = (pl.concat([want, current.with_columns(-pl.col(DIFF))],
-                                how="vertical_relaxed")
-                      .group_by(group).agg(pl.col(DIFF).sum()))
-        else:  # (no output yet, as in a first epoch: the desired rows, one per group already)
-            change = want.select([*group, DIFF])
-        change = (
-            change.filter(pl.col(DIFF) != 0)
-            .rename(dict(zip(qcols, tcols, strict=True)))
-            .select([*jkeys, *outs, *tcols, DIFF])
-        )
+        change = _change_rows(want, current, group, [*jkeys, *outs, *qcols], tcols)
+        if change is None:
+            if current.height:
+                summed = (pl.concat([want, current.with_columns(-pl.col(DIFF))],
+                                    how="vertical_relaxed")
+                          .group_by(group).agg(pl.col(DIFF).sum()))
+            else:  # (no output yet, as in a first epoch: the desired rows, one per group)
+                summed = want.select([*group, DIFF])
+            change = (
+                summed.filter(pl.col(DIFF) != 0)
+                .rename(dict(zip(qcols, tcols, strict=True)))
+                .select([*jkeys, *outs, *tcols, DIFF])
+            )
         if change.height:
             emitted.append(change)
             if r + 1 < rounds:
@@ -777,6 +779,39 @@ def _evaluate_columnar(spec: ReduceSpec, queries: pl.DataFrame, history: pl.Data
     if not emitted:
         return out_history.clear()
     return pl.concat(emitted, how="vertical_relaxed")
+
+
+#: output changes of at most this many desired and current rows are summed in Python
+CHANGE_ROWS = 2048
+
+
+def _change_rows(want: pl.DataFrame, current: pl.DataFrame, group: list[str],
+                 names: list[str], tcols: list[str]) -> pl.DataFrame | None:
+    """The output change ``want - current`` (both rows ``group`` and a diff), its nonzero
+    rows as ``names`` (``group`` reordered: keys, outputs, query times) and a diff, the query
+    times named ``tcols``: summed in a dict when the rows are few and both have the same
+    types (a small update's evaluation: a Polars concat, group-by and select cost a few
+    hundred microseconds each, whatever the size). None where it does not apply: many
+    rows, other types (left to Polars' casts), float columns."""
+    if want.height + current.height > CHANGE_ROWS:
+        return None
+    types = [want.schema[c] for c in group]
+    if current.height and [current.schema[c] for c in group] != types:
+        return None  # (a relaxed concat would cast: left to Polars)
+    if any(t.is_float() for t in types):
+        return None  # (NaN is not equal to itself in a dict, but one group in Polars)
+    sums: dict[tuple[Any, ...], int] = {}
+    cols = [*group, DIFF]
+    for r in iter_rows(want, cols):
+        sums[r[:-1]] = sums.get(r[:-1], 0) + r[-1]
+    for r in iter_rows(current, cols):
+        sums[r[:-1]] = sums.get(r[:-1], 0) - r[-1]
+    at = [group.index(n) for n in names]
+    rows = [(*(k[i] for i in at), d) for k, d in sums.items() if d]
+    out = [*names[:len(names) - len(tcols)], *tcols]  # (the query times renamed)
+    schema = {o: types[i] for o, i in zip(out, at, strict=True)}
+    schema[DIFF] = pl.Int64
+    return pl.DataFrame(rows, schema=schema, orient="row")
 
 
 #: the bounded evaluation of a min or max (:func:`_extreme_by_bound`) is tried on histories
