@@ -809,7 +809,7 @@ def _change_rows(want: pl.DataFrame, current: pl.DataFrame, group: list[str],
     at = [group.index(n) for n in names]
     rows = [(*(k[i] for i in at), d) for k, d in sums.items() if d]
     out = [*names[:len(names) - len(tcols)], *tcols]  # (the query times renamed)
-    schema = {o: types[i] for o, i in zip(out, at, strict=True)}
+    schema: dict[str, Any] = {o: types[i] for o, i in zip(out, at, strict=True)}
     schema[DIFF] = pl.Int64
     return pl.DataFrame(rows, schema=schema, orient="row")
 

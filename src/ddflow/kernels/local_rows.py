@@ -22,7 +22,7 @@ from __future__ import annotations
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Sequence
 from operator import itemgetter
-from typing import Any, Union
+from typing import Any, Union, cast
 
 import numpy as np
 import polars as pl
@@ -498,7 +498,7 @@ def lookup_few(parts: Sequence[Batch], codes: Any, limit: int) -> Rows | None:
                 if lo < len(keys) and keys[lo] == c:
                     out.extend(rows[lo:bisect_right(keys, c, lo)])
         else:
-            cache = ColumnCache.of(p)
+            cache = ColumnCache.of(cast(pl.DataFrame, p))
             if cache is None:
                 return None
             ks = cache.keys
