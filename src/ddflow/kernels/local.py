@@ -442,8 +442,9 @@ class LocalKernels:
         """:meth:`lookup` in each batch of a trace, concatenated: as rows when few match in
         all of them (at most ``lookup_rows``), else one frame gathered from NumPy views of the
         batches' columns (no frame per batch, and no rows turned into a frame when
-        concatenated with frames). ``within``: as :meth:`lookup_within` where a batch would be
-        scanned."""
+        concatenated with frames). At most :data:`FEW_CODES` keys are searched key by key
+        into one list of rows (:func:`local_rows.lookup_few`). ``within``: as
+        :meth:`lookup_within` where a batch would be scanned."""
         from ddflow.kernels.local_index import gather_found
 
         if (len(codes) <= FEW_CODES and self.lookup_rows >= 0
@@ -744,8 +745,9 @@ def accumulate(
     return grouped_sums(j, [*keys, *qcols, *values], summed, drop_zero=True)
 
 
-#: a trace's lookup of at most this many keys reads batch by batch (rows, few: the counting
-#: pass of :meth:`LocalKernels.lookup_parts` would only add to a small step's fixed cost)
+#: a trace's lookup of at most this many keys reads its batches in one pass of searches per
+#: key (:func:`local_rows.lookup_few`): the counting pass of :meth:`LocalKernels.lookup_parts`
+#: would only add to a small step's fixed cost
 FEW_CODES = 16
 
 #: frames of at least this many rows are summed by sorting a packed code (:func:`grouped_sums`)

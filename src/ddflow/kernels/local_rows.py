@@ -491,12 +491,7 @@ def lookup_few(parts: Sequence[Batch], codes: Any, limit: int) -> Rows | None:
             if not p.rows:
                 continue
             sch = p.schema
-            keys = codes_of(p)
-            rows = p.rows
-            for c in cs:
-                lo = bisect_left(keys, c)
-                if lo < len(keys) and keys[lo] == c:
-                    out.extend(rows[lo:bisect_right(keys, c, lo)])
+            out.extend(lookup(p, cs).rows)
         else:
             cache = ColumnCache.of(cast(pl.DataFrame, p))
             if cache is None:
