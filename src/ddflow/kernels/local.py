@@ -643,7 +643,8 @@ class LocalKernels:
     def union_reads(self, a: Any, b: Any, codes: Any) -> Any:
         """Two reads of one trace for disjoint sets of keys, as one read of their union
         ``codes`` (sorted): concatenated, or an indexed history with the other read's
-        updates (or history) added."""
+        updates (or history) added. (``b`` may also be updates of ``a``'s keys inserted in
+        the trace since ``a`` was read, a batch: added the same way.)"""
         if hasattr(a, "union"):
             return a.union(b, codes)
         if hasattr(b, "union"):

@@ -111,13 +111,18 @@ class ReduceOp(Operator):
         #: read the input through batch indexes where the runtime has them (see _history)
         self.indexed = (spec.minmax_only and len(spec.aggs) == 1 and len(spec.keys) == 1
                         and tt.is_product)
-        #: what this step read of each arrangement: name -> (key codes, updates)
-        self._read: dict[str, tuple[Any, Any]] = {}
+        #: what was read of each arrangement, kept while the arrangement only grows by the
+        #: batches this operator sees: name -> (key codes, updates, the batches read)
+        self._read: dict[str, tuple[Any, Any, list[Any]]] = {}
 
     def schedule(self) -> None:
         k = self.kernels
-        self._read.clear()
-        if self._take_input():
+        msgs = self.pull(0)
+        self._refresh("input", self.input, [b for _, b in msgs])
+        self._refresh("output", self.output, [])
+        took = self._take_input(msgs)
+        del msgs  # (a first epoch's input is most of the trace: not held through evaluation)
+        if took:
             # the new times are ready at once when nothing before them can still arrive:
             # evaluated in this step (holding capabilities for them first)
             self.set_capabilities(self._minimal_pending())
@@ -136,20 +141,21 @@ class ReduceOp(Operator):
             else:  # (ranges of keys, each read and evaluated alone: see evaluation_slices)
                 result = k.concat([self._evaluate(q, codes) for q, codes in slices])
             if k.height(result):
-                self.output.insert(k.arrange(result, self.spec.keys), k.height(result))
+                arranged = k.arrange(result, self.spec.keys)
+                self.output.insert(arranged, k.height(result))
+                self._refresh("output", self.output, [arranged])
                 for t, part in k.split_by_time(k.drop_key(result), tt):
                     self.send(0, t, part)
-        self._read.clear()  # (nothing reads it after the evaluation; the output changed)
         self.set_capabilities(self._minimal_pending())
         self.input_handle.set_since(frontier)
         self.output_handle.set_since(frontier)
 
-    def _take_input(self) -> bool:
-        """Add the interesting times of the new input updates to ``pending``; whether there
-        were any. (A method of its own so that the new updates and their histories, most of
-        the trace in a first epoch, are not held through the evaluation.)"""
+    def _take_input(self, msgs: list[tuple[Time, Any]]) -> bool:
+        """Add the interesting times of the new input updates ``msgs`` to ``pending``;
+        whether there were any. (A method of its own so that the new updates and their
+        histories, most of the trace in a first epoch, are not held through the
+        evaluation.)"""
         k = self.kernels
-        msgs = self.pull(0)
         if not msgs:
             return False
         new = k.concat([b for _, b in msgs])
@@ -199,7 +205,7 @@ class ReduceOp(Operator):
         return self._keep("input", keyset, history)
 
     def _output_of(self, keyset: Any) -> Any:
-        """The output updates of the keys (as :meth:`_history`, kept for the step)."""
+        """The output updates of the keys (as :meth:`_history`, and kept as it is)."""
         known, missing = self._known("output", keyset)
         if missing is None:
             return known
@@ -211,12 +217,15 @@ class ReduceOp(Operator):
     # A step reads the same keys twice: the new updates' keys for their interesting times
     # (and, for a min/max, their output), then, as their times are ready at once, the same
     # keys for the evaluation, less those the min/max skip left out, and with the keys of
-    # times pending from earlier steps. Neither arrangement changes in between, so what a
-    # step read is kept until the step ends, and the evaluation reads only the keys not read
-    # yet, unless the read is large (a first epoch's histories are most of the trace, and are
+    # times pending from earlier steps. Later steps read them again: in a loop a key's
+    # pending times become ready one iteration at a time, a step each. Between reads the
+    # arrangements change only by the batches this operator is given (its input's new
+    # batches, its own output), added to what was read (:meth:`_refresh`), or by merges,
+    # which drop it. So a read is kept and the next reads read only the keys not read yet,
+    # unless the read is large (a first epoch's histories are most of the trace, and are
     # read again by key ranges for the evaluation, not held through it).
 
-    #: reads of at most this many keys and updates are kept for the rest of the step
+    #: reads of at most this many keys and updates are kept (:meth:`_known`)
     KEEP_KEYS = 1 << 15
     KEEP_ROWS = 1 << 18
 
@@ -228,7 +237,7 @@ class ReduceOp(Operator):
         n = _count(keyset)
         if kept is None or n is None:
             return None, keyset
-        codes, data = kept
+        codes, data, _ = kept
         have, want = np.asarray(codes), np.asarray(keyset)
         if n == len(have) and np.array_equal(have, want):
             return data, None
@@ -243,12 +252,45 @@ class ReduceOp(Operator):
         return known, (None if found == n else want[~held])
 
     def _keep(self, what: str, keyset: Any, data: Any) -> Any:
+        if self._small(keyset, data):
+            spine = self.input if what == "input" else self.output
+            self._read[what] = (keyset, data, spine.parts())
+        return data
+
+    def _small(self, keyset: Any, data: Any) -> bool:
+        """Whether a read is small enough to keep (:data:`KEEP_KEYS`, :data:`KEEP_ROWS`)."""
         n = _count(keyset)
         k = self.kernels
-        if n is not None and n <= self.KEEP_KEYS and (
-                k.held_rows(data) if hasattr(k, "held_rows") else k.height(data)) <= self.KEEP_ROWS:
-            self._read[what] = (keyset, data)
-        return data
+        return n is not None and n <= self.KEEP_KEYS and (
+            k.held_rows(data) if hasattr(k, "held_rows") else k.height(data)) <= self.KEEP_ROWS
+
+    def _refresh(self, what: str, spine: Spine, added: list[Any]) -> None:
+        """Keep what was read of ``spine`` valid for the next reads: where the trace's
+        batches are the ones read followed by ``added`` (the batches inserted since, which
+        this operator is given: its input's new batches, or its own output's), their
+        updates of the kept keys are added to the read; a trace that merged or compacted
+        batches since (or a read grown too large) drops it."""
+        kept = self._read.get(what)
+        if kept is None:
+            return
+        keyset, data, parts = kept
+        now = spine.parts()
+        if len(now) != len(parts) + len(added) or any(
+                a is not b for a, b in zip(now, parts + added, strict=True)):
+            del self._read[what]
+            return
+        if added:
+            k = self.kernels
+            if not (hasattr(k, "keys_in") and hasattr(k, "union_reads")):
+                del self._read[what]
+                return
+            new = k.keys_in(k.concat(added), keyset)
+            if k.height(new):
+                data = k.union_reads(data, new, keyset)
+                if not self._small(keyset, data):
+                    del self._read[what]
+                    return
+        self._read[what] = (keyset, data, now)
 
     def _minimal_pending(self) -> list[Time]:
         tt = self.tt
