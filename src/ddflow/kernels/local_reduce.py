@@ -12,7 +12,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
-from itertools import pairwise
+from itertools import pairwise, product
 from operator import le as _le
 from typing import TYPE_CHECKING, Any
 
@@ -570,11 +570,16 @@ def _minmax_unchanged_rows(spec: ReduceSpec, new: Any, out_history: Any, tt: Tim
     # key -> [diff sum per time, least time per coordinate, bounds of the inserted values,
     # bounds of the retracted values]
     seen: dict[tuple[Any, ...], list[Any]] = {}
+    # key -> its new updates (time, values, diff), and its output updates (time, outputs, diff)
+    new_k: dict[tuple[Any, ...], list[tuple[Any, ...]]] = {}
+    out_k: dict[tuple[Any, ...], list[tuple[Any, ...]]] = {}
     for row in iter_rows(new, [*jkeys, *tcols, DIFF, *cols]):
         key, t, d, vals = row[:nk], row[nk:nk + width], row[nk + width], row[nk + width + 1:]
         got = seen.get(key)
         if got is None:
             got = seen[key] = [{}, list(t), [None] * len(cols), [None] * len(cols)]
+            new_k[key] = []
+        new_k[key].append((t, vals, d))
         got[0][t] = got[0].get(t, 0) + d
         got[1] = [min(a, b) for a, b in zip(got[1], t, strict=True)]
         if d > 0:
@@ -582,8 +587,6 @@ def _minmax_unchanged_rows(spec: ReduceSpec, new: Any, out_history: Any, tt: Tim
         elif d < 0:
             widen(got[3], vals)
     candidates = {k: v for k, v in seen.items() if all(s >= 0 for s in v[0].values())}
-    if not candidates:
-        return Rows({c: new.schema[c] for c in jkeys}, [])
     outs = list(spec.outputs)
     no = len(outs)
     index = [outs.index(name) for name, _ in mins + maxs]
@@ -592,10 +595,16 @@ def _minmax_unchanged_rows(spec: ReduceSpec, new: Any, out_history: Any, tt: Tim
     groups: dict[tuple[Any, ...], list[Any]] = {}
     for row in iter_rows(out_history, [*jkeys, *outs, *tcols, DIFF]):
         key = row[:nk]
+        mine = out_k.get(key)
+        o, t, d = row[nk:nk + no], row[nk + no:nk + no + width], row[-1]
+        if mine is None:
+            if key not in new_k:
+                continue
+            mine = out_k[key] = []
+        mine.append((t, o, d))
         cand = candidates.get(key)
         if cand is None:
             continue
-        o, t, d = row[nk:nk + no], row[nk + no:nk + no + width], row[-1]
         g = groups.get(key)
         if g is None:
             g = groups[key] = [{}, {}, [None] * len(cols), False]
@@ -626,7 +635,76 @@ def _minmax_unchanged_rows(spec: ReduceSpec, new: Any, out_history: Any, tt: Tim
                 ok = ok and (low is None or low <= b) and (gone is None or gone < b)
         if ok:
             keep.append(key)
+    kept = set(keep)
+    for key, rows in new_k.items():  # (the bounds above are one test for every later time)
+        if key not in kept and _unchanged_at_each_time(rows, out_k.get(key, ()), index, nmin):
+            keep.append(key)
     return Rows({c: new.schema[c] for c in jkeys}, keep)
+
+
+#: :func:`_unchanged_at_each_time` looks at most at this many times of a key
+EXACT_TIMES = 64
+
+
+def _unchanged_at_each_time(new: Sequence[tuple[Any, ...]], out: Sequence[tuple[Any, ...]],
+                            index: Sequence[int], nmin: int) -> bool:
+    """Whether a key's new updates ``(time, values, diff)`` leave its min/max output
+    (``out``: its output updates ``(time, outputs, diff)``, in a product order) as it is at
+    every time: the skip's test time by time, for a key the single bound of
+    :func:`minmax_unchanged` does not clear (a neighbour's label falling over the iterations,
+    in label propagation, as the key's own label does: each new value above the key's
+    label at its time, below its label at a later one). ``values`` are the extremes' input
+    columns, ``index`` their outputs' positions, the first ``nmin`` of them mins.
+
+    A time ``u`` after a new update's sees the same updates as the greatest time ``g <= u``
+    of the grid of the coordinates that the new updates' times, and the output's times at
+    or above the new ones' least, take: the test runs at each such ``g`` (at most
+    :data:`EXACT_TIMES`). There the output must be one row of multiplicity 1 without a null
+    min (max) ``m`` (the group exists: its count is positive), and the new updates
+    accumulated there must sum to zero or more (the count stays positive), add no value below
+    ``m`` (above, for a max) and take nothing from ``m`` itself: a value below a min has no
+    positive multiplicity, and retracting it changes nothing."""
+    if not out:
+        return False
+    times = [t for t, _, _ in new]
+    width = len(times[0])
+    lows = [min(c) for c in zip(*times, strict=True)]
+    grid = [sorted({t[i] for t in times} | {t[i] for t, _, _ in out if t[i] >= lows[i]})
+            for i in range(width)]
+    size = 1
+    for g in grid:
+        size *= len(g)
+    if size > EXACT_TIMES:
+        return False
+    for at in product(*grid):
+        if not any(all(map(_le, t, at)) for t in times):
+            continue
+        acc: dict[tuple[Any, ...], int] = {}
+        for t, o, d in out:
+            if all(map(_le, t, at)):
+                acc[o] = acc.get(o, 0) + d
+        live = [(o, d) for o, d in acc.items() if d]
+        if len(live) != 1 or live[0][1] != 1:
+            return False
+        now = [live[0][0][i] for i in index]
+        if None in now:
+            return False
+        total = 0
+        per: list[dict[Any, int]] = [{} for _ in index]
+        for t, vals, d in new:
+            if all(map(_le, t, at)):
+                total += d
+                for i, v in enumerate(vals):
+                    if v is not None:
+                        per[i][v] = per[i].get(v, 0) + d
+        if total < 0:
+            return False
+        for i, counts in enumerate(per):
+            m = now[i]
+            for v, d in counts.items():
+                if (d > 0 and (v < m if i < nmin else v > m)) or (d < 0 and v == m):
+                    return False
+    return True
 
 
 def time_queries(pending: dict[Time, list[Any]], tt: TimeType,
