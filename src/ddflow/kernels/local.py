@@ -614,6 +614,12 @@ class LocalKernels:
 
         return minmax_unchanged(spec, new, out_history, tt, self.reduce_rows)
 
+    def distinct_unchanged(self, spec: Any, new: Batch, out_history: Batch,
+                           tt: TimeType) -> Batch:
+        from ddflow.kernels.local_reduce import distinct_unchanged
+
+        return distinct_unchanged(spec, new, out_history, tt, self.reduce_rows)
+
     def without_keys(self, batch: Batch, keys: pl.DataFrame) -> Batch:
         """The rows of ``batch`` whose ``(KEY, keys)`` are not among ``keys``' rows."""
         if keys.height == 0:

@@ -433,6 +433,59 @@ def minmax_unchanged(spec: ReduceSpec, new: Any, out_history: Any, tt: TimeType,
     return _hold(ok.filter(cond).select(jkeys), small_rows)
 
 
+def distinct_unchanged(spec: ReduceSpec, new: Any, out_history: Any, tt: TimeType,
+                       small_rows: int | None = None) -> Any:
+    """New updates of a ``distinct`` that cannot change its output: a record's, when they
+    are all insertions and its output updates are all at or before their least time (the
+    meet of their times, in a product order), summing to one. The output is then the record
+    once at every time after the new updates', where its count is positive, and insertions
+    only raise the count. (An edge inserted between nodes already present, for the node set
+    of a graph algorithm.) The returned ``(KEY, keys)`` are skipped; the reduce operator
+    keeps keys with times still to evaluate out of it."""
+    jkeys = [KEY, *spec.keys]
+    tcols = tt.columns()
+    if not tt.is_product or out_history.height == 0:
+        return Rows({c: new.schema[c] for c in jkeys}, [])
+    if new.height + out_history.height <= _limit(small_rows):
+        nk, width = len(jkeys), tt.width
+        least: dict[tuple[Any, ...], tuple[int, ...]] = {}
+        removed = set()
+        for row in iter_rows(new, [*jkeys, *tcols, DIFF]):
+            key, t = row[:nk], row[nk:nk + width]
+            if row[-1] <= 0:
+                removed.add(key)
+            cur = least.get(key)
+            least[key] = t if cur is None else tuple(map(min, cur, t))
+        for key in removed:
+            del least[key]
+        total: dict[tuple[Any, ...], int] = {}
+        for row in iter_rows(out_history, [*jkeys, *tcols, DIFF]):
+            key = row[:nk]
+            n = least.get(key)
+            if n is None:
+                continue
+            if all(map(_le, row[nk:nk + width], n)):
+                total[key] = total.get(key, 0) + row[-1]
+            else:  # (a later output update: the record may be absent after it)
+                del least[key]
+                total.pop(key, None)
+        return Rows({c: new.schema[c] for c in jkeys},
+                    [key for key, s in total.items() if s == 1])
+    new, out_history = frame(new), frame(out_history)
+    marks = [f"__m{i}" for i in range(tt.width)]
+    g = (new.group_by(jkeys).agg(*[pl.col(t).min().alias(m) for t, m in zip(tcols, marks,
+                                                                          strict=True)],
+                                 (pl.col(DIFF) > 0).all().alias("__ins"))
+         .filter(pl.col("__ins")).drop("__ins"))
+    before = pl.all_horizontal([pl.col(t) <= pl.col(m) for t, m in zip(tcols, marks,
+                                                                      strict=True)])
+    ok = (out_history.select([*jkeys, *tcols, DIFF])
+          .join(g, on=jkeys, nulls_equal=True)
+          .group_by(jkeys).agg(before.all().alias("__before"), pl.col(DIFF).sum())
+          .filter(pl.col("__before") & (pl.col(DIFF) == 1)))
+    return _hold(ok.select(jkeys), small_rows)
+
+
 def _runs(*columns: np.ndarray) -> np.ndarray:
     """The first position of each run of equal rows of ``columns`` (sorted together)."""
     change = np.zeros(len(columns[0]), dtype=bool)
