@@ -724,6 +724,8 @@ def _unchanged_at_each_time(new: Sequence[tuple[Any, ...]], out: Sequence[tuple[
     lows = [min(c) for c in zip(*times, strict=True)]
     grid = [sorted({t[i] for t in times} | {t[i] for t, _, _ in out if t[i] >= lows[i]})
             for i in range(width)]
+    if all(len(g) == 1 for g in grid[:-1]):
+        return _unchanged_along_last(new, out, grid, index, nmin)
     size = 1
     for g in grid:
         size *= len(g)
@@ -756,6 +758,47 @@ def _unchanged_at_each_time(new: Sequence[tuple[Any, ...]], out: Sequence[tuple[
             m = now[i]
             for v, d in counts.items():
                 if (d > 0 and (v < m if i < nmin else v > m)) or (d < 0 and v == m):
+                    return False
+    return True
+
+
+def _unchanged_along_last(new: Sequence[tuple[Any, ...]], out: Sequence[tuple[Any, ...]],
+                          grid: list[list[int]], index: Sequence[int], nmin: int) -> bool:
+    """:func:`_unchanged_at_each_time` where the grid varies in its last coordinate alone (the
+    new updates all in one epoch, at several iterations of a loop: the common case): the
+    times in order of that coordinate, each adding its updates to the ones before."""
+    # (every update's other coordinates are at most the grid's, which hold each coordinate
+    # of the new updates and of the output's at or above the new ones' least; and the
+    # grid's last coordinates are at or above the new ones' least: each is after one)
+    k = len(grid) - 1
+    out_at = sorted(((t[k], o, d) for t, o, d in out), key=lambda r: r[0])
+    new_at = sorted(((t[k], vals, d) for t, vals, d in new), key=lambda r: r[0])
+    acc: dict[tuple[Any, ...], int] = {}
+    per: list[dict[Any, int]] = [{} for _ in index]
+    total = 0
+    i = j = 0
+    for at in grid[-1]:
+        while i < len(out_at) and out_at[i][0] <= at:
+            _, o, d = out_at[i]
+            acc[o] = acc.get(o, 0) + d
+            i += 1
+        while j < len(new_at) and new_at[j][0] <= at:
+            _, vals, d = new_at[j]
+            total += d
+            for c, v in enumerate(vals):
+                if v is not None:
+                    per[c][v] = per[c].get(v, 0) + d
+            j += 1
+        live = [(o, d) for o, d in acc.items() if d]
+        if len(live) != 1 or live[0][1] != 1 or total < 0:
+            return False
+        row = live[0][0]
+        for c, counts in enumerate(per):
+            m = row[index[c]]
+            if m is None:
+                return False
+            for v, d in counts.items():
+                if (d > 0 and (v < m if c < nmin else v > m)) or (d < 0 and v == m):
                     return False
     return True
 
