@@ -630,15 +630,16 @@ def _minmax_unchanged_rows(spec: ReduceSpec, new: Any, out_history: Any, tt: Tim
         key, t, d, vals = row[:nk], row[nk:nk + width], row[nk + width], row[nk + width + 1:]
         got = seen.get(key)
         if got is None:
-            got = seen[key] = [{}, list(t), [None] * len(cols), [None] * len(cols)]
+            got = seen[key] = [{}, None, [None] * len(cols), [None] * len(cols)]
             new_k[key] = []
         new_k[key].append((t, vals, d))
         got[0][t] = got[0].get(t, 0) + d
-        got[1] = [min(a, b) for a, b in zip(got[1], t, strict=True)]
         if d > 0:
             widen(got[2], vals)
         elif d < 0:
             widen(got[3], vals)
+    for got in seen.values():  # (each key's least time, coordinate by coordinate)
+        got[1] = tuple(map(min, *got[0])) if len(got[0]) > 1 else next(iter(got[0]))
     candidates = {k: v for k, v in seen.items() if all(s >= 0 for s in v[0].values())}
     outs = list(spec.outputs)
     no = len(outs)
@@ -661,7 +662,7 @@ def _minmax_unchanged_rows(spec: ReduceSpec, new: Any, out_history: Any, tt: Tim
         g = groups.get(key)
         if g is None:
             g = groups[key] = [{}, {}, [None] * len(cols), False]
-        if all(a <= b for a, b in zip(t, cand[1], strict=True)):
+        if all(map(_le, t, cand[1])):
             g[0][o] = g[0].get(o, 0) + d
         else:
             g[1][t] = g[1].get(t, 0) + d
