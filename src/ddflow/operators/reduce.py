@@ -146,9 +146,13 @@ class ReduceOp(Operator):
                 self._refresh("output", self.output, [arranged])
                 for t, part in k.split_by_time(k.drop_key(result), tt):
                     self.send(0, t, part)
-        for what in [w for w, (keys, _, _) in self._read.items()
-                     if (_count(keys) or 0) > self.CARRY_KEYS]:
-            del self._read[what]  # (a large read is not carried to later steps)
+        for what, spine in (("input", self.input), ("output", self.output)):
+            kept = self._read.get(what)
+            # a large read is not carried to later steps, nor one of a trace merging large
+            # batches in steps: it would hold the merge's inputs when the merge lets them go
+            if kept is not None and ((_count(kept[0]) or 0) > self.CARRY_KEYS
+                                     or spine.merging()):
+                del self._read[what]
         self.set_capabilities(self._minimal_pending())
         self.input_handle.set_since(frontier)
         self.output_handle.set_since(frontier)
