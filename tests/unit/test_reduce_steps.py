@@ -42,6 +42,22 @@ def _spy_evaluations(monkeypatch) -> dict[int, Counter]:
     return seen
 
 
+def _count_reads(monkeypatch, ops: list[ReduceOp]) -> Counter:
+    """The lookups of the reduces' input and output traces from now on, counted by which
+    (the counter returned is updated as they happen)."""
+    reads: Counter = Counter()
+    for op in ops:
+        for name, spine in (("input", op.input), ("output", op.output)):
+            real = spine.lookup
+
+            def counting(*args: Any, _name: str = name, _real: Any = real, **kw: Any) -> Any:
+                reads[_name] += 1
+                return _real(*args, **kw)
+
+            monkeypatch.setattr(spine, "lookup", counting)
+    return reads
+
+
 @pytest.mark.parametrize("algorithm", ["cc", "scc"])
 def test_each_key_and_time_is_evaluated_once(monkeypatch, algorithm):
     """A reduce evaluates a ``(key, time)`` only once the time is complete at its input, and
@@ -93,15 +109,7 @@ def test_a_small_step_evaluates_at_once_and_reads_each_arrangement_once(monkeypa
     flow.advance_to(0)
     flow.run()
     (op,) = [o for o in flow.worker.operators if isinstance(o, ReduceOp)]
-    reads: Counter = Counter()
-    for name, spine in (("input", op.input), ("output", op.output)):
-        real = spine.lookup
-
-        def counting(*args: Any, _name: str = name, _real: Any = real, **kw: Any) -> Any:
-            reads[_name] += 1
-            return _real(*args, **kw)
-
-        monkeypatch.setattr(spine, "lookup", counting)
+    reads = _count_reads(monkeypatch, [op])
     steps: list[int] = []
     flow.worker.on_step = lambda o: steps.append(o.index)
     live: Counter = Counter()
@@ -152,16 +160,8 @@ def test_a_key_read_in_an_earlier_step_is_not_read_again(monkeypatch):
     live = Counter(path)
     flow.advance_to(1)
     flow.run()
-    for op in flow.worker.operators:
-        if isinstance(op, ReduceOp):
-            for name, spine in (("input", op.input), ("output", op.output)):
-                real = spine.lookup
-
-                def counting(*args: Any, _n: str = name, _real: Any = real, **kw: Any) -> Any:
-                    reads[_n] += 1
-                    return _real(*args, **kw)
-
-                monkeypatch.setattr(spine, "lookup", counting)
+    reads = _count_reads(monkeypatch, [
+        op for op in flow.worker.operators if isinstance(op, ReduceOp)])
     for epoch in range(2, 14):
         if epoch % 2:
             gone = rng.choice([e for e in live if live[e]])

@@ -615,7 +615,9 @@ class LocalKernels:
         return minmax_unchanged(spec, new, out_history, tt, self.reduce_rows)
 
     def distinct_unchanged(self, spec: Any, new: Batch, out_history: Batch,
-                           tt: TimeType) -> Batch:
+                           tt: TimeType) -> Any:
+        """The ``(KEY, keys)`` of records whose new insertions leave a distinct's output
+        as it is (:func:`~ddflow.kernels.local_reduce.distinct_unchanged`)."""
         from ddflow.kernels.local_reduce import distinct_unchanged
 
         return distinct_unchanged(spec, new, out_history, tt, self.reduce_rows)

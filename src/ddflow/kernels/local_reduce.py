@@ -712,8 +712,9 @@ def _unchanged_at_each_time(new: Sequence[tuple[Any, ...]], out: Sequence[tuple[
 
     A time ``u`` after a new update's sees the same updates as the greatest time ``g <= u``
     of the grid of the coordinates that the new updates' times, and the output's times at
-    or above the new ones' least, take: the test runs at each such ``g`` (at most
-    :data:`EXACT_TIMES`). There the output must be one row of multiplicity 1 without a null
+    or above the new ones' least, take: the test runs at each such ``g`` (in order, where
+    only the last coordinate varies: :func:`_unchanged_along_last`; else at most
+    :data:`EXACT_TIMES` of them). There the output must be one row of multiplicity 1 without a null
     min (max) ``m`` (the group exists: its count is positive), and the new updates
     accumulated there must sum to zero or more (the count stays positive), add no value below
     ``m`` (above, for a max) and take nothing from ``m`` itself: a value below a min has no
