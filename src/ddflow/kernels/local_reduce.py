@@ -740,27 +740,14 @@ def _unchanged_at_each_time(new: Sequence[tuple[Any, ...]], out: Sequence[tuple[
         for t, o, d in out:
             if all(map(_le, t, at)):
                 acc[o] = acc.get(o, 0) + d
-        live = [(o, d) for o, d in acc.items() if d]
-        if len(live) != 1 or live[0][1] != 1:
-            return False
-        now = [live[0][0][i] for i in index]
-        if None in now:
-            return False
         total = 0
         per: list[dict[Any, int]] = [{} for _ in index]
         for t, vals, d in new:
             if all(map(_le, t, at)):
                 total += d
-                for i, v in enumerate(vals):
-                    if v is not None:
-                        per[i][v] = per[i].get(v, 0) + d
-        if total < 0:
+                _add_values(per, vals, d)
+        if not _extremes_kept(acc, per, total, index, nmin):
             return False
-        for i, counts in enumerate(per):
-            m = now[i]
-            for v, d in counts.items():
-                if (d > 0 and (v < m if i < nmin else v > m)) or (d < 0 and v == m):
-                    return False
     return True
 
 
@@ -787,21 +774,38 @@ def _unchanged_along_last(new: Sequence[tuple[Any, ...]], out: Sequence[tuple[An
         while j < len(new_at) and new_at[j][0] <= at:
             _, vals, d = new_at[j]
             total += d
-            for c, v in enumerate(vals):
-                if v is not None:
-                    per[c][v] = per[c].get(v, 0) + d
+            _add_values(per, vals, d)
             j += 1
-        live = [(o, d) for o, d in acc.items() if d]
-        if len(live) != 1 or live[0][1] != 1 or total < 0:
+        if not _extremes_kept(acc, per, total, index, nmin):
             return False
-        row = live[0][0]
-        for c, counts in enumerate(per):
-            m = row[index[c]]
-            if m is None:
+    return True
+
+
+def _add_values(per: list[dict[Any, int]], vals: Sequence[Any], d: int) -> None:
+    """Add a new update's extremes' values (nulls left out) with its diff ``d``."""
+    for c, v in enumerate(vals):
+        if v is not None:
+            per[c][v] = per[c].get(v, 0) + d
+
+
+def _extremes_kept(acc: dict[tuple[Any, ...], int], per: list[dict[Any, int]], total: int,
+                   index: Sequence[int], nmin: int) -> bool:
+    """The test of :func:`_unchanged_at_each_time` at one time: the output accumulated
+    there (``acc``: row -> diff) is one row of multiplicity 1 without a null min (max) ``m``,
+    and the new updates accumulated there (``per``: each extreme's values -> diff, the diffs
+    summing to ``total``) sum to zero or more, add no value below ``m`` (above, for a max)
+    and take nothing from ``m``."""
+    live = [(o, d) for o, d in acc.items() if d]
+    if len(live) != 1 or live[0][1] != 1 or total < 0:
+        return False
+    row = live[0][0]
+    for c, counts in enumerate(per):
+        m = row[index[c]]
+        if m is None:
+            return False
+        for v, d in counts.items():
+            if (d > 0 and (v < m if c < nmin else v > m)) or (d < 0 and v == m):
                 return False
-            for v, d in counts.items():
-                if (d > 0 and (v < m if c < nmin else v > m)) or (d < 0 and v == m):
-                    return False
     return True
 
 
