@@ -188,3 +188,64 @@ def test_reads_of_disjoint_keys_united_and_narrowed_equal_one_read(seed, runs, k
         assert np.array_equal(united.codes, codes)
         assert united.light.columns == list(whole.schema if isinstance(
             whole, local_index.IndexedHistory) else local.frame(whole).columns)
+
+
+@settings(max_examples=100, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), batches=st.integers(1, 5), keys=st.integers(1, 40),
+       rows=st.integers(0, 300), asked=st.integers(0, 40))
+def test_gathered_rows_are_the_rows_found_in_each_batch(seed, batches, keys, rows, asked):
+    """``gather_found`` over batches of every kind a trace holds (a key code that views its
+    key column's buffer, one that is a separate column, equal to the key or not, columns in
+    another order, a column with nulls, rows) gives each batch's rows of the asked keys, in
+    order, as a Polars gather would."""
+    from ddflow.kernels.local import KEY, LocalKernels, share_key
+    from ddflow.kernels.local_rows import ColumnCache, Rows, batch_ranges, lookup
+
+    rng = np.random.default_rng(seed)
+    schema = {"k": pl.Int64, "v": pl.Int64, "w": pl.Int64, "__t0": pl.Int64,
+              "__diff": pl.Int64, KEY: pl.Int64}
+    codes = np.unique(rng.integers(0, keys + 3, asked)).astype(np.int64)
+    found, want = [], []
+    for _ in range(batches):
+        kind = int(rng.integers(0, 5))
+        k = np.sort(rng.integers(0, keys, rows))
+        w = pl.Series("w", rng.integers(-5, 5, rows), dtype=pl.Int64)
+        if kind == 3 and rows:  # (nulls: gathered by Polars, not from NumPy)
+            w = w.scatter(rng.integers(0, rows, 1 + rows // 10), None)
+        data = pl.DataFrame({"k": k, "v": rng.integers(0, 9, rows), "w": w,
+                             "__t0": rng.integers(0, 3, rows),
+                             "__diff": rng.choice([-1, 1, 2], rows)})
+        if kind == 0:  # the key code is the key column itself (one buffer)
+            batch = share_key(data.with_columns(pl.col("k").alias(KEY)), ["k"])
+            assert ColumnCache.of(batch).copies == ({KEY: "k"} if rows else {})
+        elif kind == 1:  # a key code of its own, ordered as the key but not equal to it
+            batch = data.with_columns((pl.col("k") * 7 + 1).alias(KEY))
+            assert ColumnCache.of(batch).copies == {}
+        elif kind == 2:  # the key code first, equal to the key, in another buffer
+            batch = data.select(pl.col("k").alias(KEY), *data.columns)
+            batch = batch.with_columns(pl.Series(KEY, k.copy()))
+        else:
+            batch = data.with_columns(pl.col("k").alias(KEY))
+        asked_codes = codes * 7 + 1 if kind == 1 else codes
+        if kind == 4 and rows:
+            rows_batch = LocalKernels().arrange(Rows(dict(batch.drop(KEY).schema),
+                                                     batch.drop(KEY).rows()), ["k"])
+            got = lookup(rows_batch, asked_codes)
+            found.append((rows_batch, got))
+            want.append(got.to_frame().select(list(schema)))
+            continue
+        lo, hi = batch_ranges(batch, asked_codes)
+        found.append((batch, (lo, hi)))
+        idx = np.concatenate([np.arange(a, z) for a, z in zip(lo, hi, strict=True)]
+                             + [np.zeros(0, dtype=np.int64)])
+        want.append(batch[idx].select(list(schema)))
+    got = local_index.gather_found(found, schema)
+    expected = pl.concat(want) if want else pl.DataFrame(schema=schema)
+    assert got.schema == pl.Schema(schema)
+    # rows gathered from Python rows come after the columnar ones
+    order = list(schema)
+    assert got.sort(order).equals(expected.select(order).sort(order))
+    columnar = [w for (b, _), w in zip(found, want, strict=True) if type(b) is not Rows]
+    if columnar:
+        head = pl.concat(columnar)
+        assert got.head(head.height).equals(head)

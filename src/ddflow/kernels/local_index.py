@@ -85,11 +85,13 @@ def gather(requests: Sequence[tuple[Any, np.ndarray]], schema: dict[str, Any]
 def gather_found(found: Sequence[tuple[Any, Any]], schema: dict[str, Any]) -> pl.DataFrame:
     """:func:`gather` of what a lookup found in each batch: for a frame, the ranges ``(lo,
     hi)`` of its rows (:func:`~ddflow.kernels.local_rows.batch_ranges`); for rows, the rows
-    themselves."""
+    themselves. Each column is gathered into one array (no pieces concatenated afterwards),
+    and a column that views the same buffer as an earlier one (a key code that is its key
+    column) is copied from that one's gathered values, not gathered again."""
     names = list(schema)
     rows: list[tuple[Any, ...]] = []
-    pieces: dict[str, list[Any]] = {n: [] for n in names}
     frames: list[pl.DataFrame] = []
+    takes: list[tuple[ColumnCache, np.ndarray]] = []
     for batch, got in found:
         if type(batch) is Rows:
             rows.extend(got.rows if got.names == tuple(names) else got.project(names).rows)
@@ -101,18 +103,42 @@ def gather_found(found: Sequence[tuple[Any, Any]], schema: dict[str, Any]) -> pl
         cache = ColumnCache.of(batch)  # (NumPy views of the columns, as a lookup uses)
         if cache is None:
             frames.append(batch[idx][names])
-            continue
-        for name, column in zip(batch.columns, cache.arrays, strict=True):
-            pieces[name].append(column[idx] if isinstance(column, np.ndarray)
-                                else column.gather(idx))
-    if pieces[names[0]]:
-        frames.append(pl.DataFrame(
-            [_joined(name, pieces[name], schema[name]) for name in names]))
+        else:
+            takes.append((cache, idx))
+    if takes:
+        frames.append(pl.DataFrame(_gathered(takes, names, schema)))
     if rows:
         frames.append(pl.DataFrame(rows, schema=schema, orient="row"))
     if not frames:
         return pl.DataFrame(schema=schema)
     return pl.concat(frames) if len(frames) > 1 else frames[0]
+
+
+def _gathered(takes: Sequence[tuple[ColumnCache, np.ndarray]], names: Sequence[str],
+              schema: dict[str, Any]) -> list[pl.Series]:
+    """The rows at positions ``idx`` of each ``(cache, idx)``, in order, column by column."""
+    bounds = np.cumsum([0, *(len(idx) for _, idx in takes)])
+    columns = [dict(zip(cache.schema, cache.arrays, strict=True)) for cache, _ in takes]
+    out: dict[str, Any] = {}
+    for name in names:
+        arrays = [c[name] for c in columns]
+        if not all(isinstance(a, np.ndarray) and a.dtype == arrays[0].dtype for a in arrays):
+            out[name] = _joined(name, [a[idx] if isinstance(a, np.ndarray) else a.gather(idx)
+                                       for a, (_, idx) in zip(arrays, takes, strict=True)],
+                                schema[name])
+            continue
+        into = np.empty(int(bounds[-1]), dtype=arrays[0].dtype)
+        for i, (a, (cache, idx)) in enumerate(zip(arrays, takes, strict=True)):
+            lo, hi = int(bounds[i]), int(bounds[i + 1])
+            same = cache.copies.get(name)
+            done = out.get(same) if same is not None else None
+            if isinstance(done, np.ndarray):
+                into[lo:hi] = done[lo:hi]  # (the same values, gathered already)
+            else:
+                np.take(a, idx, out=into[lo:hi])
+        out[name] = into
+    return [pl.Series(name, v, dtype=schema[name]) if isinstance(v, np.ndarray) else v
+            for name, v in out.items()]
 
 
 def _joined(name: str, pieces: list[Any], dtype: Any) -> pl.Series:

@@ -400,7 +400,7 @@ class ColumnCache:
     microseconds on a large frame whatever the number of rows taken), and the fences of its
     key codes (:func:`key_ranges`)."""
 
-    __slots__ = ("arrays", "fence", "keys", "schema")
+    __slots__ = ("arrays", "copies", "fence", "keys", "schema")
 
     @staticmethod
     def of(f: pl.DataFrame) -> ColumnCache | None:
@@ -417,10 +417,20 @@ class ColumnCache:
         self.keys = f.get_column(KEY).to_numpy()
         self.fence = self.keys[::FENCE].copy() if len(self.keys) >= FENCED_ROWS else None
         self.arrays: list[Any] = []
+        #: column name -> the name of an earlier column viewing the same buffer (a key code
+        #: that is its key column, :func:`~ddflow.kernels.local.share_key`): equal values
+        self.copies: dict[str, str] = {}
+        seen: dict[tuple[int, int, str], str] = {}
         for name in f.columns:
             s = f.get_column(name)
             if s.dtype.is_integer() and s.null_count() == 0:
-                self.arrays.append(s.to_numpy())
+                a = s.to_numpy()
+                self.arrays.append(a)
+                view = (a.ctypes.data, len(a), a.dtype.str)
+                if len(a) and a.strides == (a.itemsize,) and view in seen:
+                    self.copies[name] = seen[view]
+                else:
+                    seen.setdefault(view, name)
             else:
                 self.arrays.append(s)  # gathered per lookup (nulls, strings, dates)
 
