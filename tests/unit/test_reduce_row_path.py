@@ -320,3 +320,27 @@ def test_indexed_history_equals_the_updates_it_indexes(case, cuts, by_value, hea
     finally:
         (local_index.INDEXED_ROWS, local_index.HEAVY_ROWS, local.LOOKUP_SCAN,
          local_index.SUMMARY_ROWS) = saved
+
+
+@settings(max_examples=200, deadline=None)
+@given(rows=st.lists(st.tuples(st.integers(0, 8), st.one_of(st.none(), st.integers(-5, 5)),
+                               st.sampled_from([-1, 1, 2])), max_size=30),
+       extra=st.lists(st.integers(0, 12), max_size=5), sign=st.sampled_from([1, -1]),
+       shuffle=st.randoms())
+def test_bounds_of_a_bounded_min_max_are_the_single_output_rows(rows, extra, sign, shuffle):
+    """The bound of each query of the bounded min/max evaluation (``_single_rows``): set
+    exactly for the keys whose accumulated output is one row of multiplicity 1 with a value,
+    to that value times ``sign``, whatever the order of the output's rows."""
+    shuffle.shuffle(rows)
+    current = pl.DataFrame(rows, schema={KEY: I64, "m": I64, DIFF: I64}, orient="row")
+    qk = np.unique(np.array([k for k, _, _ in rows] + extra, dtype=np.int64))
+    bounded, bound = local_reduce._single_rows(current, qk, "m", sign)
+    by_key: dict[int, list[tuple[Any, int]]] = {}
+    for k, v, d in rows:
+        by_key.setdefault(k, []).append((v, d))
+    for i, k in enumerate(qk.tolist()):
+        got = by_key.get(k, [])
+        single = len(got) == 1 and got[0][1] == 1 and got[0][0] is not None
+        assert bool(bounded[i]) == single
+        if single:
+            assert int(bound[i]) == got[0][0] * sign

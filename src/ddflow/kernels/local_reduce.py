@@ -1104,14 +1104,25 @@ def _single_rows(current: pl.DataFrame, qk: np.ndarray, name: str, sign: int
     bound = np.zeros(len(qk), dtype=np.int64)
     if current.height == 0:
         return bounded, bound
-    codes, counts = np.unique(current.get_column(KEY).to_numpy(), return_counts=True)
-    values = current.get_column(name)
     ck = current.get_column(KEY).to_numpy()
-    ok = (current.get_column(DIFF).to_numpy() == 1) & values.is_not_null().to_numpy()
-    single = np.isin(ck, codes[counts == 1]) & ok
+    values = current.get_column(name)
+    ok = current.get_column(DIFF).to_numpy() == 1
+    if values.null_count():
+        ok &= values.is_not_null().to_numpy()
+        values = values.fill_null(0)
+    v = values.cast(pl.Int64).to_numpy()
+    if len(ck) > 1 and not bool(np.all(ck[1:] >= ck[:-1])):
+        order = np.argsort(ck, kind="stable")
+        ck, v, ok = ck[order], v[order], ok[order]
+    # a key's rows are a run: the key has one row where its run starts and ends at a row
+    first = np.ones(len(ck), dtype=bool)
+    first[1:] = ck[1:] != ck[:-1]
+    last = np.ones(len(ck), dtype=bool)
+    last[:-1] = first[1:]
+    single = first & last & ok
     at = np.searchsorted(qk, ck[single])
     bounded[at] = True
-    bound[at] = values.filter(pl.Series(single)).cast(pl.Int64).to_numpy() * sign
+    bound[at] = v[single] * sign
     return bounded, bound
 
 
