@@ -810,20 +810,29 @@ ARRAY_SUM_ROWS = 20_000
 def _array_sums(frame: pl.DataFrame, group: Sequence[str], sums: Sequence[str],
                 drop_zero: bool) -> pl.DataFrame | None:
     """:func:`grouped_sums` of a small frame in NumPy: the groups packed as by
-    :func:`_pack`, but with NumPy's bounds and a sort of the codes, the rows of each group's
-    first taken and the sums put beside them. A Polars group-by of a few thousand rows costs
-    two to five times as much, mostly its fixed cost. Sorted by ``group``. None unless every
-    column is an integer column without nulls (the sums ``Int64``) whose ranges fit."""
+    :func:`_pack`, but with NumPy's bounds and a sort of the codes (or, where the ranges do
+    not fit in a code, as a hashed key code's do not, the columns sorted together), the rows
+    of each group's first taken and the sums put beside them. A Polars group-by of a few
+    thousand rows costs two to five times as much, mostly its fixed cost. Sorted by
+    ``group``. None unless every column is an integer column without nulls (the sums
+    ``Int64``)."""
     if not _packable(frame, group, sums):
         return None
     columns = [frame.get_column(c).to_numpy() for c in group]
     packing = _radix([(int(c.min()), int(c.max())) for c in columns], columns.__getitem__,
                      frame.height)
-    if packing is None:
-        return None
-    order = np.argsort(packing.code)
-    code = packing.code[order]
-    starts = np.flatnonzero(np.concatenate(([True], code[1:] != code[:-1])))
+    if packing is not None:
+        order = np.argsort(packing.code)
+        code = packing.code[order]
+        starts = np.flatnonzero(np.concatenate(([True], code[1:] != code[:-1])))
+    else:  # (ranges too wide to pack, as a hashed key code's: the columns sorted together)
+        order = np.lexsort(columns[::-1])
+        new = np.zeros(frame.height, dtype=bool)
+        new[0] = True
+        for c in columns:
+            ordered = c[order]
+            new[1:] |= ordered[1:] != ordered[:-1]
+        starts = np.flatnonzero(new)
     totals = [np.add.reduceat(frame.get_column(w).to_numpy()[order], starts) for w in sums]
     rows = order[starts]
     keep = _kept(totals, drop_zero)
