@@ -247,10 +247,6 @@ class Spine:
         another yet): leaving it out of a lookup then reads the trace as it was before."""
         return any(p is batch for p in self.parts())
 
-    def merging(self) -> bool:
-        """Whether a merge is in progress (done in steps by later inserts)."""
-        return any(type(b) is Merging for b in self.batches)
-
     def parts(self) -> list[Any]:
         """The batches, with the inputs of each merge in progress."""
         parts: list[Any] = []

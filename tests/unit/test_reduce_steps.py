@@ -9,6 +9,7 @@ from collections import Counter, defaultdict
 from typing import Any
 
 import numpy as np
+import polars as pl
 import pytest
 
 import ddflow as dd
@@ -175,3 +176,65 @@ def test_a_key_read_in_an_earlier_step_is_not_read_again(monkeypatch):
         flow.run()
         assert frame_to_counter(result.snapshot()) == reference(flow, {"edges": +live})[result]
     assert cached_steps and not any(cached_steps), cached_steps
+
+
+def test_a_kept_read_does_not_keep_the_batches_a_trace_let_go_of(monkeypatch):
+    """A read kept across steps remembers the batches it was made of only weakly: a batch
+    that a trace merges away (here in fueled steps, with small thresholds) is freed at once,
+    even while a read made from it is still kept (until the reduce's next step drops it).
+    Checked after every insert into a reduce's traces, with label propagation over epochs
+    of insertions and deletions, each against the reference."""
+    import gc
+    import weakref
+
+    from ddflow import trace
+    from ddflow.kernels.local_rows import Rows
+
+    monkeypatch.setattr(trace, "FUELED_ROWS", 8)
+    monkeypatch.setattr(trace, "FUEL_CHUNK", 4)
+    rng = random.Random(5)
+    flow = dd.Dataflow()
+    edges = flow.input("edges", schema={"src": "int64", "dst": "int64"})
+    result = dd.graph.connected_components(edges).output()
+    path = [(i, i + 1) for i in range(20)]
+    edges.insert(path)
+    live = Counter(path)
+    flow.advance_to(1)
+    flow.run()
+    reduces = [op for op in flow.worker.operators if isinstance(op, ReduceOp)]
+    spines = {id(sp): sp for op in reduces for sp in (op.input, op.output)}
+    seen: list[weakref.ref[Any]] = []  # every batch these traces held
+    checks = {"stale": 0, "freed": 0}
+    insert = trace.Spine.insert
+
+    def checked(self: trace.Spine, *args: Any, **kwargs: Any) -> Any:
+        out = insert(self, *args, **kwargs)
+        if id(self) not in spines:
+            return out
+        gc.collect()
+        parts = {id(p) for sp in spines.values() for p in sp.parts()}
+        for op in reduces:
+            for kept in op._read.values():
+                parts.add(id(kept[1]))  # (a read's updates may be a batch itself)
+                checks["stale"] += any(r() is None for r in kept[2])
+        seen.extend(weakref.ref(p) for p in self.parts() if type(p) in (pl.DataFrame, Rows))
+        # a batch still alive is in a trace, or is a kept read's updates themselves
+        assert all(id(r()) in parts for r in seen if r() is not None)
+        checks["freed"] += sum(r() is None for r in seen)
+        return out
+
+    monkeypatch.setattr(trace.Spine, "insert", checked)
+    for epoch in range(2, 9):
+        if epoch % 3 == 0:
+            gone = rng.choice([e for e in live if live[e]])
+            edges.remove([gone])
+            live[gone] -= 1
+        else:
+            e = (rng.randrange(21), rng.randrange(21))
+            edges.insert([e])
+            live[e] += 1
+        flow.advance_to(epoch)
+        flow.run()
+        assert frame_to_counter(result.snapshot()) == reference(flow, {"edges": +live})[result]
+    # reads were kept while a batch they were made of was let go of, and freed
+    assert checks["stale"] and checks["freed"]

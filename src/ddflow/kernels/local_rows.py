@@ -61,7 +61,7 @@ def rowable(schema: dict[str, Any]) -> bool:
 class Rows:
     """A batch of updates as a list of tuples, in the column order of ``schema``."""
 
-    __slots__ = ("_codes", "names", "rows", "schema")
+    __slots__ = ("__weakref__", "_codes", "names", "rows", "schema")
 
     def __init__(self, schema: dict[str, Any], rows: list[tuple[Any, ...]]) -> None:
         self.schema = schema

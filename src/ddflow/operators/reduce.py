@@ -31,6 +31,7 @@ multiplicity, when there is at least one.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -112,8 +113,9 @@ class ReduceOp(Operator):
         self.indexed = (spec.minmax_only and len(spec.aggs) == 1 and len(spec.keys) == 1
                         and tt.is_product)
         #: what was read of each arrangement, kept while the arrangement only grows by the
-        #: batches this operator sees: name -> (key codes, updates, the batches read)
-        self._read: dict[str, tuple[Any, Any, list[Any]]] = {}
+        #: batches this operator sees: name -> (key codes, updates, the batches read, held
+        #: weakly)
+        self._read: dict[str, tuple[Any, Any, list[weakref.ref[Any]]]] = {}
 
     def schedule(self) -> None:
         k = self.kernels
@@ -146,13 +148,10 @@ class ReduceOp(Operator):
                 self._refresh("output", self.output, [arranged])
                 for t, part in k.split_by_time(k.drop_key(result), tt):
                     self.send(0, t, part)
-        for what, spine in (("input", self.input), ("output", self.output)):
+        for what in ("input", "output"):
             kept = self._read.get(what)
-            # a large read is not carried to later steps, nor one of a trace merging large
-            # batches in steps: it would hold the merge's inputs when the merge lets them go
-            if kept is not None and ((_count(kept[0]) or 0) > self.CARRY_KEYS
-                                     or spine.merging()):
-                del self._read[what]
+            if kept is not None and (_count(kept[0]) or 0) > self.CARRY_KEYS:
+                del self._read[what]  # (a large read is not carried to later steps)
         self.set_capabilities(self._minimal_pending())
         self.input_handle.set_since(frontier)
         self.output_handle.set_since(frontier)
@@ -272,7 +271,7 @@ class ReduceOp(Operator):
     def _keep(self, what: str, keyset: Any, data: Any) -> Any:
         if self._small(keyset, data):
             spine = self.input if what == "input" else self.output
-            self._read[what] = (keyset, data, spine.parts())
+            self._read[what] = (keyset, data, _weak(spine.parts()))
         return data
 
     def _small(self, keyset: Any, data: Any) -> bool:
@@ -294,7 +293,8 @@ class ReduceOp(Operator):
         keyset, data, parts = kept
         now = spine.parts()
         if len(now) != len(parts) + len(added) or any(
-                a is not b for a, b in zip(now, parts + added, strict=True)):
+                a() is not b for a, b in zip(parts, now, strict=False)) or any(
+                a is not b for a, b in zip(now[len(parts):], added, strict=True)):
             del self._read[what]
             return
         if added:
@@ -308,7 +308,7 @@ class ReduceOp(Operator):
                 if not self._small(keyset, data):
                     del self._read[what]
                     return
-        self._read[what] = (keyset, data, now)
+        self._read[what] = (keyset, data, _weak(now))
 
     def _minimal_pending(self) -> list[Time]:
         tt = self.tt
@@ -317,6 +317,13 @@ class ReduceOp(Operator):
             if not any(tt.less_equal(m, t) for m in minimal):
                 minimal.append(t)
         return minimal
+
+
+def _weak(parts: list[Any]) -> list[weakref.ref[Any]]:
+    """The batches a read was made of, held weakly: a kept read does not keep batches that
+    the trace let go of (a merge's inputs, once merged), and a batch gone is a trace
+    changed."""
+    return [weakref.ref(p) for p in parts]
 
 
 def _members(have: np.ndarray, want: np.ndarray) -> np.ndarray:
