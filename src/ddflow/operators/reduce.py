@@ -293,7 +293,7 @@ class ReduceOp(Operator):
         keyset, data, parts = kept
         now = spine.parts()
         if len(now) != len(parts) + len(added) or any(
-                a() is not b for a, b in zip(parts, now, strict=False)) or any(
+                a() is not b for a, b in zip(parts, now[:len(parts)], strict=True)) or any(
                 a is not b for a, b in zip(now[len(parts):], added, strict=True)):
             del self._read[what]
             return
