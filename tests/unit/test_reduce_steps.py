@@ -127,6 +127,38 @@ def test_a_small_step_evaluates_at_once_and_reads_each_arrangement_once(monkeypa
         assert reads == {"input": 1, "output": 1}
 
 
+def _path_components(length: int) -> tuple[dd.Dataflow, Any, Any, Counter]:
+    """Connected components over a path of ``length`` edges, loaded as the first epoch: the
+    flow, its edge input, the labels' output and the live edges."""
+    flow = dd.Dataflow()
+    edges = flow.input("edges", schema={"src": "int64", "dst": "int64"})
+    result = dd.graph.connected_components(edges).output()
+    path = [(i, i + 1) for i in range(length)]
+    edges.insert(path)
+    flow.advance_to(1)
+    flow.run()
+    return flow, edges, result, Counter(path)
+
+
+def _change_epochs(flow: dd.Dataflow, edges: Any, result: Any, live: Counter,
+                   rng: random.Random, epochs: range, nodes: int, remove_every: int) -> None:
+    """One edge changed per epoch (a live edge removed every ``remove_every`` epochs, else a
+    random edge among ``nodes`` nodes inserted), the labels checked against the reference
+    after each."""
+    for epoch in epochs:
+        if epoch % remove_every == 1:
+            gone = rng.choice([e for e in live if live[e]])
+            edges.remove([gone])
+            live[gone] -= 1
+        else:
+            e = (rng.randrange(nodes), rng.randrange(nodes))
+            edges.insert([e])
+            live[e] += 1
+        flow.advance_to(epoch)
+        flow.run()
+        assert frame_to_counter(result.snapshot()) == reference(flow, {"edges": +live})[result]
+
+
 def test_a_key_read_in_an_earlier_step_is_not_read_again(monkeypatch):
     """In a loop a key's pending times become ready one iteration at a time, a step each;
     between those steps its arrangements change only by batches the reduce is given, so a
@@ -152,29 +184,10 @@ def test_a_key_read_in_an_earlier_step_is_not_read_again(monkeypatch):
             cached_steps.append(sum(reads.values()) - before)
 
     monkeypatch.setattr(ReduceOp, "schedule", spying)
-    rng = random.Random(3)
-    flow = dd.Dataflow()
-    edges = flow.input("edges", schema={"src": "int64", "dst": "int64"})
-    result = dd.graph.connected_components(edges).output()
-    path = [(i, i + 1) for i in range(15)]
-    edges.insert(path)
-    live = Counter(path)
-    flow.advance_to(1)
-    flow.run()
+    flow, edges, result, live = _path_components(15)
     reads = _count_reads(monkeypatch, [
         op for op in flow.worker.operators if isinstance(op, ReduceOp)])
-    for epoch in range(2, 14):
-        if epoch % 2:
-            gone = rng.choice([e for e in live if live[e]])
-            edges.remove([gone])
-            live[gone] -= 1
-        else:
-            e = (rng.randrange(16), rng.randrange(16))
-            edges.insert([e])
-            live[e] += 1
-        flow.advance_to(epoch)
-        flow.run()
-        assert frame_to_counter(result.snapshot()) == reference(flow, {"edges": +live})[result]
+    _change_epochs(flow, edges, result, live, random.Random(3), range(2, 14), 16, 2)
     assert cached_steps and not any(cached_steps), cached_steps
 
 
@@ -192,15 +205,7 @@ def test_a_kept_read_does_not_keep_the_batches_a_trace_let_go_of(monkeypatch):
 
     monkeypatch.setattr(trace, "FUELED_ROWS", 8)
     monkeypatch.setattr(trace, "FUEL_CHUNK", 4)
-    rng = random.Random(5)
-    flow = dd.Dataflow()
-    edges = flow.input("edges", schema={"src": "int64", "dst": "int64"})
-    result = dd.graph.connected_components(edges).output()
-    path = [(i, i + 1) for i in range(20)]
-    edges.insert(path)
-    live = Counter(path)
-    flow.advance_to(1)
-    flow.run()
+    flow, edges, result, live = _path_components(20)
     reduces = [op for op in flow.worker.operators if isinstance(op, ReduceOp)]
     spines = {id(sp): sp for op in reduces for sp in (op.input, op.output)}
     seen: list[weakref.ref[Any]] = []  # every batch these traces held
@@ -224,17 +229,6 @@ def test_a_kept_read_does_not_keep_the_batches_a_trace_let_go_of(monkeypatch):
         return out
 
     monkeypatch.setattr(trace.Spine, "insert", checked)
-    for epoch in range(2, 9):
-        if epoch % 3 == 0:
-            gone = rng.choice([e for e in live if live[e]])
-            edges.remove([gone])
-            live[gone] -= 1
-        else:
-            e = (rng.randrange(21), rng.randrange(21))
-            edges.insert([e])
-            live[e] += 1
-        flow.advance_to(epoch)
-        flow.run()
-        assert frame_to_counter(result.snapshot()) == reference(flow, {"edges": +live})[result]
+    _change_epochs(flow, edges, result, live, random.Random(5), range(2, 9), 21, 3)
     # reads were kept while a batch they were made of was let go of, and freed
     assert checks["stale"] and checks["freed"]
