@@ -824,15 +824,10 @@ def _array_sums(frame: pl.DataFrame, group: Sequence[str], sums: Sequence[str],
     if packing is not None:
         order = np.argsort(packing.code)
         code = packing.code[order]
-        starts = np.flatnonzero(np.concatenate(([True], code[1:] != code[:-1])))
+        starts = run_starts(code)
     else:  # (ranges too wide to pack, as a hashed key code's: the columns sorted together)
         order = np.lexsort(columns[::-1])
-        new = np.zeros(frame.height, dtype=bool)
-        new[0] = True
-        for c in columns:
-            ordered = c[order]
-            new[1:] |= ordered[1:] != ordered[:-1]
-        starts = np.flatnonzero(new)
+        starts = run_starts(*(c[order] for c in columns))
     totals = [np.add.reduceat(frame.get_column(w).to_numpy()[order], starts) for w in sums]
     rows = order[starts]
     keep = _kept(totals, drop_zero)
@@ -841,6 +836,16 @@ def _array_sums(frame: pl.DataFrame, group: Sequence[str], sums: Sequence[str],
     return pl.DataFrame({**{n: c[rows] for n, c in zip(group, columns, strict=True)},
                          **dict(zip(sums, totals, strict=True))},
                         schema={n: frame.schema[n] for n in (*group, *sums)})
+
+
+def run_starts(*columns: np.ndarray) -> np.ndarray:
+    """The first position of each run of equal rows of ``columns`` (sorted together)."""
+    change = np.zeros(len(columns[0]), dtype=bool)
+    change[:1] = True
+    for c in columns:
+        change[1:] |= c[1:] != c[:-1]
+    starts: np.ndarray = np.flatnonzero(change)
+    return starts
 
 
 class _Packing:

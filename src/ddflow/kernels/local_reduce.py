@@ -29,6 +29,7 @@ from ddflow.kernels.local import (
     balanced_cuts,
     join_exprs,
     le_expr,
+    run_starts,
     shares_key,
     time_columns,
 )
@@ -178,7 +179,7 @@ def _interesting_times_arrays(new: Any, history: Any, tt: TimeType, keys: Sequen
         return []
     order = np.lexsort([*reversed(nt), nk])  # by key, then time
     nk, nt = nk[order], [t[order] for t in nt]
-    starts = _runs(nk)
+    starts = run_starts(nk)
     codes = nk[starts]  # each key once, sorted
     run = np.repeat(np.arange(len(starts)), np.diff(np.append(starts, len(nk))))
     head = [t[starts] for t in nt[:-1]]  # each key's new times' other coordinates
@@ -194,9 +195,9 @@ def _interesting_times_arrays(new: Any, history: Any, tt: TimeType, keys: Sequen
     order = np.lexsort([which, last, *(h[which] for h in reversed(head))])  # by time, then key
     which, last = which[order], last[order]
     columns = [*(h[which] for h in head), last]
-    keep = _runs(*columns, which)  # (a key's time reached twice: once)
+    keep = run_starts(*columns, which)  # (a key's time reached twice: once)
     which, columns = which[keep], [c[keep] for c in columns]
-    bounds = np.append(_runs(*columns), len(which))  # (each time's keys)
+    bounds = np.append(run_starts(*columns), len(which))  # (each time's keys)
     out_codes = codes[which]
     times = zip(*(c[bounds[:-1]].tolist() for c in columns), strict=True)
     schema = {KEY: pl.Int64, key: pl.Int64}
@@ -486,16 +487,6 @@ def distinct_unchanged(spec: ReduceSpec, new: Any, out_history: Any, tt: TimeTyp
     return _hold(ok.select(jkeys), small_rows)
 
 
-def _runs(*columns: np.ndarray) -> np.ndarray:
-    """The first position of each run of equal rows of ``columns`` (sorted together)."""
-    change = np.zeros(len(columns[0]), dtype=bool)
-    change[:1] = True
-    for c in columns:
-        change[1:] |= c[1:] != c[:-1]
-    starts: np.ndarray = np.flatnonzero(change)
-    return starts
-
-
 def _signed_values(f: pl.DataFrame, column: str, sign: int) -> np.ndarray | None:
     """An integer column without nulls as int64, negated for a max (so that a max is the min
     of the negated values); None where that is not exact (nulls, other types, the least
@@ -540,14 +531,14 @@ def _minmax_unchanged_arrays(spec: ReduceSpec, new: pl.DataFrame, out_history: p
     order = np.lexsort((*times[::-1], key))
     key, value, diff = key[order], value[order], diff[order]
     times = [t[order] for t in times]
-    starts = _runs(key)
+    starts = run_starts(key)
     codes = key[starts]
     least = [np.minimum.reduceat(t, starts) for t in times]
     inserted = np.minimum.reduceat(np.where(diff > 0, value, big), starts)
     any_ins = np.logical_or.reduceat(diff > 0, starts)
     retracted = np.minimum.reduceat(np.where(diff < 0, value, big), starts)
     any_ret = np.logical_or.reduceat(diff < 0, starts)
-    at_time = _runs(key, *times)
+    at_time = run_starts(key, *times)
     ok = np.ones(len(codes), dtype=bool)
     ok[np.searchsorted(codes, key[at_time][np.add.reduceat(diff, at_time) < 0])] = False
     # the output updates of those keys: before (at or below the least new time) or later
@@ -567,7 +558,7 @@ def _minmax_unchanged_arrays(spec: ReduceSpec, new: pl.DataFrame, out_history: p
     single = np.zeros(len(codes), dtype=bool)
     now = np.zeros(len(codes), dtype=np.int64)
     if len(b_at):
-        groups = _runs(b_at, b_value)
+        groups = run_starts(b_at, b_value)
         sums = np.add.reduceat(b_diff, groups)
         live = sums != 0
         g_at, g_value, g_sum = b_at[groups][live], b_value[groups][live], sums[live]
@@ -584,7 +575,7 @@ def _minmax_unchanged_arrays(spec: ReduceSpec, new: pl.DataFrame, out_history: p
         order = np.lexsort((*l_times[::-1], l_at))
         l_at, l_value, l_diff = l_at[order], l_value[order], l_diff[order]
         l_times = [t[order] for t in l_times]
-        per_time = _runs(l_at, *l_times)
+        per_time = run_starts(l_at, *l_times)
         unsettled = l_at[per_time][np.add.reduceat(l_diff, per_time) != 0]
         ok[unsettled] = False
         added = l_diff > 0
@@ -1114,12 +1105,10 @@ def _single_rows(current: pl.DataFrame, qk: np.ndarray, name: str, sign: int
     if len(ck) > 1 and not bool(np.all(ck[1:] >= ck[:-1])):
         order = np.argsort(ck, kind="stable")
         ck, v, ok = ck[order], v[order], ok[order]
-    # a key's rows are a run: the key has one row where its run starts and ends at a row
-    first = np.ones(len(ck), dtype=bool)
-    first[1:] = ck[1:] != ck[:-1]
-    last = np.ones(len(ck), dtype=bool)
-    last[:-1] = first[1:]
-    single = first & last & ok
+    # a key's rows are a run: a run one row long, of multiplicity 1 with a value
+    starts = run_starts(ck)
+    single = starts[np.diff(starts, append=len(ck)) == 1]
+    single = single[ok[single]]
     at = np.searchsorted(qk, ck[single])
     bounded[at] = True
     bound[at] = v[single] * sign
@@ -1135,11 +1124,11 @@ def _least_positive(pos: np.ndarray, value: np.ndarray, diff: np.ndarray, n: int
     if len(pos):
         order = np.lexsort((value, pos))
         pos, value, diff = pos[order], value[order], diff[order]
-        starts = _runs(pos, value)
+        starts = run_starts(pos, value)
         positive = np.add.reduceat(diff, starts) > 0
         gpos, gval = pos[starts][positive], value[starts][positive]
         if len(gpos):
-            first = _runs(gpos)
+            first = run_starts(gpos)
             found[gpos[first]] = True
             extreme[gpos[first]] = gval[first]
     return found, extreme
@@ -1175,7 +1164,7 @@ def _accumulate_by_key(history: pl.DataFrame, queries: pl.DataFrame, tt: TimeTyp
     pos, diff, columns = pos[by], diff[by], [c[by] for c in columns]
     if len(pos) == 0:
         return None  # (nothing at or below the queries: accumulate's typed empty frame)
-    starts = _runs(pos, *columns)
+    starts = run_starts(pos, *columns)
     sums = np.add.reduceat(diff, starts)
     live = sums != 0
     starts, sums = starts[live], sums[live]

@@ -38,6 +38,7 @@ from typing import Any
 
 import numpy as np
 
+from ddflow.kernels.local_rows import members
 from ddflow.lattice import Time, TimeType
 from ddflow.timely import Operator
 from ddflow.trace import Spine
@@ -261,7 +262,7 @@ class ReduceOp(Operator):
         k = self.kernels
         if not (hasattr(k, "keys_in") and hasattr(k, "union_reads")):
             return None, keyset
-        held = _members(have, want)
+        held = members(have, want)  # (a binary search: numpy.isin costs more on a few)
         found = int(np.count_nonzero(held))
         if found == 0:
             return None, keyset
@@ -324,16 +325,6 @@ def _weak(parts: list[Any]) -> list[weakref.ref[Any]]:
     the trace let go of (a merge's inputs, once merged), and a batch gone is a trace
     changed."""
     return [weakref.ref(p) for p in parts]
-
-
-def _members(have: np.ndarray, want: np.ndarray) -> np.ndarray:
-    """Which of ``want`` are in ``have`` (key sets: sorted and unique), by binary search
-    (``numpy.isin`` costs tens of microseconds on a few codes)."""
-    if len(have) == 0:
-        return np.zeros(len(want), dtype=bool)
-    at = np.minimum(np.searchsorted(have, want), len(have) - 1)
-    found: np.ndarray = have[at] == want
-    return found
 
 
 def _count(keyset: Any) -> int | None:
