@@ -1,0 +1,253 @@
+"""The benchmarks (``python -m benchmarks run NAME --quick``) on their small inputs.
+
+Each benchmark checks its own results against its baseline: the labels of connected components
+against SciPy's and NetworkX's, a join and group-by against Polars recomputing it, reachability
+against NetworkX, Spark SQL and Spark DataFrames, the Table 2 rows and the real-data windows
+against NetworkX. Run whole here, those checks run too. The figures of the JSON are checked
+against what ``benchmarks/README.md`` says they are: ratios against the medians they come
+from, series against their totals, and Figure 1's records in difference against label
+propagation computed in plain Python.
+
+Not run whole here:
+
+* ``pathway_cc``: it installs Pathway into a virtual environment of its own on first use (a
+  download of minutes, and Pathway is no dependency of ddflow);
+* ``spark_cc``: its first result on the Spark runtime takes a quarter of an hour at its
+  smallest size (hundreds of loop steps of a Spark job each). Its baseline, components by
+  plain Spark DataFrames, is checked against NetworkX on the tests' Spark session.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import polars as pl
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+if str(ROOT) not in sys.path:  # (the benchmarks are a package beside src/, not installed)
+    sys.path.insert(0, str(ROOT))
+
+from benchmarks import __main__ as entry  # noqa: E402
+from benchmarks import figure1  # noqa: E402
+from benchmarks.cc import _remove_once, nx_components  # noqa: E402
+from benchmarks.graphs import random_changes, rmat  # noqa: E402
+
+pytestmark = pytest.mark.slow
+
+
+def run_benchmark(name: str, capsys: pytest.CaptureFixture[str]) -> dict[str, Any]:
+    """``python -m benchmarks run NAME --quick``, in this process: its JSON."""
+    capsys.readouterr()
+    assert entry.main(["run", name, "--quick"]) == 0
+    result: dict[str, Any] = json.loads(capsys.readouterr().out)
+    assert result["benchmark"] == name
+    assert result["machine"]["cpus"] >= 1
+    return result
+
+
+def check_summary(s: dict[str, Any], runs: int | None = None) -> None:
+    """A latency summary: a positive median no larger than the maximum, over ``runs``."""
+    assert 0 < s["median_ms"] <= s["max_ms"]
+    if runs is not None:
+        assert s["runs"] == runs
+
+
+def check_ratio(ratio: float, numerator: float, denominator: float, decimals: int = 2) -> None:
+    """A ratio as the JSON rounds it (to ``decimals``)."""
+    assert ratio == pytest.approx(numerator / denominator, abs=0.6 * 10**-decimals)
+
+
+def test_list_names_every_benchmark_with_its_summary(capsys: pytest.CaptureFixture[str]) -> None:
+    assert entry.main(["list"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split()[0] for line in lines] == sorted(entry.BENCHMARKS)
+    assert all(len(line.split()) > 2 for line in lines)
+
+
+def test_an_unknown_benchmark_is_refused_by_name(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        entry.main(["run", "no_such_benchmark"])
+    assert "no_such_benchmark" in capsys.readouterr().err
+
+
+def test_cc(capsys: pytest.CaptureFixture[str]) -> None:
+    (r,) = run_benchmark("cc", capsys)["results"]  # (labels checked by SciPy and NetworkX)
+    assert r["edges"] == 20_000 and r["first_result_s"] > 0 and r["peak_rss_mb_after_load"] > 0
+    assert sorted(r["updates"], key=int) == ["1", "10", "100", "1000"]
+    for u in r["updates"].values():
+        check_summary(u, runs=3)
+        check_ratio(u["speedup_vs_scipy"], r["scipy_recompute"]["median_ms"], u["median_ms"])
+        check_ratio(u["speedup_vs_networkx"], r["networkx_recompute"]["median_ms"],
+                    u["median_ms"], decimals=1)
+
+
+def test_updates(capsys: pytest.CaptureFixture[str]) -> None:
+    sizes = run_benchmark("updates", capsys)["sizes"]
+    assert [s["records"] for s in sizes] == [10_000, 100_000]
+    for s in sizes:
+        check_summary(s["ddflow_update"])
+        check_summary(s["recompute_polars"])
+        check_ratio(s["speedup_vs_recompute"], s["recompute_polars"]["median_ms"],
+                    s["ddflow_update"]["median_ms"])
+        check_ratio(s["latency_ratio_vs_smallest"], s["ddflow_update"]["median_ms"],
+                    sizes[0]["ddflow_update"]["median_ms"])
+
+
+def label_propagation(edges: pl.DataFrame) -> list[dict[int, int]]:
+    """Each iteration's labels of min-label propagation over the undirected ``edges``, from
+    every node labelled with itself to the fixed point (the last iteration changes one)."""
+    neighbours: dict[int, set[int]] = {}
+    for a, b in edges.select("src", "dst").iter_rows():
+        neighbours.setdefault(a, set()).add(b)
+        neighbours.setdefault(b, set()).add(a)
+    labels = {v: v for v in neighbours}
+    out = [labels]
+    while True:
+        new = {v: min(labels[v], *(labels[u] for u in near)) for v, near in neighbours.items()}
+        if new == labels:
+            return out
+        out.append(labels := new)
+
+
+def differences(iterations: list[dict[int, int]], i: int) -> Counter[tuple[int, int]]:
+    """The records in difference of iteration ``i``: its labels less the iteration before's."""
+    d = Counter(iterations[i].items())
+    if i:
+        d.subtract(Counter(iterations[i - 1].items()))
+    return d
+
+
+def test_figure1_counts_the_differences_of_label_propagation() -> None:
+    """The incremental series is the records in difference between successive iterations of a
+    fresh run; the differential one what one more change adds to those differences."""
+    result = figure1.run(quick=True, make_plot=False)
+    edges = rmat(20_000, 1)
+    before = label_propagation(edges)
+    n_nodes = int(edges.select(pl.max_horizontal("src", "dst").max()).item()) + 1
+    gone, new = random_changes(edges, n_nodes, 2, np.random.default_rng(1))
+    after = label_propagation(pl.concat([_remove_once(edges, gone), new]))
+    n = len(result["incremental"])
+    assert n == len(before) == len(result["stateless"])
+    assert result["labels"] == len(before[0])
+    assert result["incremental"] == [sum(map(abs, differences(before, i).values()))
+                                     for i in range(n)]
+    before += [before[-1]] * (len(after) - n)  # (a shorter run's labels stay as they end)
+    after += [after[-1]] * (n - len(after))
+    expected = []
+    for i in range(n):
+        d = differences(after, i)
+        d.subtract(differences(before, i))
+        expected.append(sum(1 for v in d.values() if v))
+    assert result["differential_one_change"] == expected
+    for name in ("stateless", "incremental", "prioritized", "differential_one_change"):
+        assert result["totals"][name] == sum(result[name])
+    assert result["stateless"] == [result["labels"]] * n
+    assert result["totals"]["prioritized"] < result["totals"]["incremental"]
+
+
+def test_small_batches(capsys: pytest.CaptureFixture[str]) -> None:
+    r = run_benchmark("small_batches", capsys)
+    assert sorted(r["updates"], key=int) == ["1", "10", "100", "1000"]
+    for u in r["updates"].values():
+        check_summary(u["rows"], runs=5)
+        check_summary(u["polars_only"], runs=5)
+        check_ratio(u["speedup"], u["polars_only"]["median_ms"], u["rows"]["median_ms"])
+
+
+def test_throughput(capsys: pytest.CaptureFixture[str]) -> None:
+    """(ddflow's output is checked against Polars recomputing it, after every sampled batch
+    and at the end.)"""
+    r = run_benchmark("throughput", capsys)
+    assert r["updates"] == 20_000 and 0.15 < r["deletions"] / r["updates"] < 0.25
+    assert [b["batch"] for b in r["batches"]] == [100, 1_000, 10_000]
+    for b in r["batches"]:
+        assert b["epochs"] * b["batch"] == r["updates"]
+        assert b["ddflow_updates_per_s"] == pytest.approx(r["updates"] / b["ddflow_total_s"],
+                                                          rel=0.01)
+        check_summary(b["ddflow_epoch"], runs=b["epochs"])
+        check_ratio(b["speedup_vs_polars"], b["ddflow_updates_per_s"],
+                    b["polars_updates_per_s_extrapolated"])
+
+
+def test_table2_rows_equal_networkx(capsys: pytest.CaptureFixture[str]) -> None:
+    r = run_benchmark("table2", capsys)
+    assert r["quick"] and r["scale"] == 0.01
+    rows = {row["row"]: row for row in r["rows"]}
+    assert sorted(rows) == ["cc-3.4m", "scc-200k", "scc-2m", "sssp-10m", "sssp-1m"]
+    for row in rows.values():
+        assert row["status"] == "ok", row["row"]
+        assert row["check"]["equal"] and row["check"]["differences"] == 0, row["row"]
+        assert row["check"]["nodes"] > 0
+        updates = row["ddflow"]["updates"]
+        check_summary(updates["all"], runs=6)
+        assert updates["removal"]["runs"] + updates["insertion"]["runs"] == 6
+        check_ratio(row["vs_paper"]["update_median_over_naiad"], updates["all"]["median_ms"],
+                    row["paper"]["naiad_update_ms"], decimals=1)
+
+
+def test_realdata(capsys: pytest.CaptureFixture[str]) -> None:
+    """(Every window's components and every road change's distances are checked against
+    NetworkX's.)"""
+    r = run_benchmark("realdata", capsys)
+    costar = r["costar_windows"]
+    assert costar["checked_equal_steps"] == len(costar["steps"]) > 0
+    check_summary(costar["window_step"], runs=len(costar["steps"]))
+    assert costar["pairs_all_years"]["rows"] >= costar["pairs_all_years"]["distinct"] > 0
+    roads = r["highway_shortest_paths"]
+    assert roads["nodes_reached"] > 0 and roads["world_roads"] > roads["roads"]
+    assert len(roads["changes"]) == 6
+    assert [c["removed"] for c in roads["changes"]] == [True] * 3 + [False] * 3
+    for kind in ("remove_road", "restore_road"):
+        check_summary(roads[kind]["ddflow"], runs=3)
+        check_ratio(roads[kind]["speedup_vs_networkx_median"],
+                    roads[kind]["networkx_dijkstra"]["median_ms"],
+                    roads[kind]["ddflow"]["median_ms"])
+
+
+@pytest.fixture
+def restored(spark: Any) -> Iterator[Any]:
+    """The tests' Spark session, with the settings and views a benchmark changes put back."""
+    keys = ["spark.sql.shuffle.partitions", "spark.sql.cteRecursionLevelLimit",
+            "spark.sql.cteRecursionRowLimit"]
+    saved = {k: spark.conf.get(k, None) for k in keys}
+    yield spark
+    for k, v in saved.items():
+        if v is None:
+            spark.conf.unset(k)
+        else:
+            spark.conf.set(k, v)
+    for view in ("edges", "root"):
+        spark.catalog.dropTempView(view)
+
+
+@pytest.mark.spark
+def test_spark_reach(restored: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    """(ddflow's distances, Spark SQL's ``WITH RECURSIVE`` and Spark DataFrames' are each
+    checked against NetworkX's.)"""
+    r = run_benchmark("spark_reach", capsys)
+    assert r["graph"]["nodes"] == 2_000 and r["graph"]["reached_from_root"] > 1
+    check_summary(r["ddflow_update_single_edge"], runs=5)
+    sql, frames = r["spark_sql_with_recursive"]["seconds"], r["spark_dataframes_bfs"]["seconds"]
+    assert len(sql) == len(frames) == 2 and min(sql) > 0 and min(frames) > 0
+    assert r["spark_dataframes_bfs"]["rounds"] >= r["graph"]["root_eccentricity"]
+    # (the seconds are rounded to 10 ms, the ratio is not)
+    assert r["speedup_update_vs_spark_sql"] == pytest.approx(
+        min(sql) * 1e3 / r["ddflow_update_single_edge"]["median_ms"], rel=0.01)
+
+
+@pytest.mark.spark
+def test_spark_cc_baseline_equals_networkx(spark: Any) -> None:
+    from benchmarks.spark_cc import spark_components
+
+    edges = rmat(2_000, 3)
+    labels, rounds = spark_components(spark, edges)
+    got = dict(labels.toPandas().itertuples(index=False, name=None))
+    assert got == nx_components(edges)
+    assert rounds > 1
