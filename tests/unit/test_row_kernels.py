@@ -97,6 +97,14 @@ def test_projections_and_fallbacks_agree(data: st.DataObject, tt: TimeType) -> N
          COLUMNAR.with_columns(f, renamed, ["a", "s"], tt))
     computed = [K.compile(col("a") * 2 + 1, schema, "b")]  # not a plain column: via Polars
     same(K.select(r, computed, tt), COLUMNAR.select(f, computed, tt))
+    # a cast to the column's own type is a projection; to another type, Polars converts
+    kept = [K.compile(col("a").cast("int64"), schema, "b"), K.compile(col("s"), schema, "t")]
+    assert [getattr(c, "_dd_column", None) for c in kept] == [("a", "b"), ("s", "t")]
+    same(K.select(r, kept, tt), COLUMNAR.select(f, kept, tt))
+    converted = [K.compile(col("a").cast("float64"), schema, "b"),
+                 K.compile(col("a").cast("int32"), schema, "c")]
+    assert [getattr(c, "_dd_column", None) for c in converted] == [None, None]
+    same(K.select(r, converted, tt), COLUMNAR.select(f, converted, tt))
     pred = K.compile(col("a") > 0, schema, None)
     same(K.filter(r, pred), COLUMNAR.filter(f, pred))
     same(K.concat([r, K.negate(r), f]), COLUMNAR.concat([f, COLUMNAR.negate(f), f]))

@@ -127,14 +127,18 @@ class LocalKernels:
     def compile(self, expr: Any, schema: Any, name: str | None) -> pl.Expr:
         """A column expression compiled, once, to a Polars expression. A plain column
         reference also records ``(source column, output name)`` (``_dd_column``): rows are then
-        projected without Polars."""
+        projected without Polars. So does a cast of a column to its own Polars type, which
+        leaves every value (null included) as it is: a graph algorithm's cast of its input's
+        weights to int64, say, of weights that are int64 already."""
         from ddflow.expr import compile_polars
 
         compiled = compile_polars(expr, schema)
         if name is not None:
             compiled = compiled.alias(name)
         source = expr
-        while source.kind == "alias":
+        while source.kind == "alias" or (
+                source.kind == "cast" and source.args[0].kind == "col"
+                and schema[source.args[0].params[0]].polars == source.params[0].polars):
             source = source.args[0]
         if source.kind == "col":
             compiled._dd_column = (source.params[0], compiled.meta.output_name())  # type: ignore[attr-defined]
