@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 import ddflow.kernels.local as L
 import ddflow.kernels.local_reduce as LR
-from ddflow.expr import col
+from ddflow.expr import col, lit
 from ddflow.kernels.local import DIFF, KEY, LocalKernels
 from ddflow.kernels.local_reduce import minmax_unchanged, reduce_prepare
 from ddflow.kernels.local_rows import Rows, as_rows, frame, mix_code, mix_codes, rowable
@@ -108,6 +108,48 @@ def test_projections_and_fallbacks_agree(data: st.DataObject, tt: TimeType) -> N
     pred = K.compile(col("a") > 0, schema, None)
     same(K.filter(r, pred), COLUMNAR.filter(f, pred))
     same(K.concat([r, K.negate(r), f]), COLUMNAR.concat([f, COLUMNAR.negate(f), f]))
+
+
+#: expressions small batches evaluate in Python (``_dd_row``), and some they leave to Polars
+ROW_EXPRS = [col("a") + col("a"), col("a") - 1, (5 - col("a")).cast("int64"),
+             col("a") + (2**63 - 2), col("a") - (2**63 - 1),  # (overflow: Polars decides)
+             col("a") == 1, col("a") != col("a") - 1, col("a") < 0, col("a") <= col("a"),
+             col("a") > -1, col("a") >= 2, col("s") < "ab", col("s") == col("s"),
+             col("s") >= "b", lit("b") > col("s"), lit(1) + 2 == col("a")]
+POLARS_EXPRS = [col("a") * 2, col("a") / 2, col("a").cast("int32") + 1, col("a").cast("float64"),
+                col("a").is_null(), (col("a") > 0) & (col("s") == "a"), col("a") == lit(1.5)]
+
+
+@settings(max_examples=150, deadline=None)
+@given(data=st.data(), tt=st.sampled_from(TIMES))
+def test_expressions_of_rows_are_polars_results(data: st.DataObject, tt: TimeType) -> None:
+    """Selects and filters of small batches in Python give Polars' rows and types: nulls,
+    strings, comparisons, int64 arithmetic up to overflow (left to Polars)."""
+    f = data.draw(batches(tt))
+    r = rows_of(f)
+    schema = Schema({"a": "int64?", "s": "str?"})
+    picked = data.draw(st.lists(st.sampled_from(ROW_EXPRS + POLARS_EXPRS), min_size=1,
+                                max_size=3))
+    compiled = [K.compile(e, schema, f"x{i}") for i, e in enumerate(picked)]
+    got, want = K.select(r, compiled, tt), COLUMNAR.select(f, compiled, tt)
+    assert dict(frame(got).schema) == dict(want.schema)
+    same(got, want)
+    for i, e in enumerate(picked):
+        pred = K.compile(e, schema, None)
+        if want.schema[f"x{i}"] == pl.Boolean:
+            same(K.filter(r, pred), COLUMNAR.filter(f, pred))
+    # the expressions evaluated in Python are those this test means
+    assert all(hasattr(K.compile(e, schema, "x"), "_dd_row") for e in ROW_EXPRS)
+    assert not any(hasattr(K.compile(e, schema, "x"), "_dd_row") for e in POLARS_EXPRS)
+
+
+def test_an_overflowing_row_goes_to_polars() -> None:
+    schema = Schema({"a": "int64?", "s": "str?"})
+    f = pl.DataFrame({"a": [2**62, None], "s": ["a", "b"], "__t0": [0, 0], DIFF: [1, 1]},
+                     schema={"a": I64, "s": STR, "__t0": I64, DIFF: I64})
+    twice = [K.compile(col("a") + col("a"), schema, "b")]
+    want = COLUMNAR.select(f, twice, OUTER)
+    assert frame(K.select(rows_of(f), twice, OUTER)).equals(want)
 
 
 @settings(max_examples=150, deadline=None)

@@ -18,13 +18,16 @@ Invariants of the kernels:
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Sequence
+from operator import itemgetter
 from typing import Any
 
 import numpy as np
 import polars as pl
 
 from ddflow.kernels import local_rows as R
+from ddflow.kernels.local_exprs import KIND_TYPES, Overflow, row_builder
 from ddflow.kernels.local_rows import Batch, Rows, as_rows, frame
 from ddflow.lattice import Time, TimeType
 
@@ -142,6 +145,10 @@ class LocalKernels:
             source = source.args[0]
         if source.kind == "col":
             compiled._dd_column = (source.params[0], compiled.meta.output_name())  # type: ignore[attr-defined]
+        else:
+            built = row_builder(expr, schema)
+            if built is not None:  # (name, kind, builder): rows evaluated without Polars
+                compiled._dd_row = (compiled.meta.output_name(), *built)  # type: ignore[attr-defined]
         return compiled
 
     def select(self, batch: Any, compiled: Sequence[pl.Expr], tt: TimeType) -> Any:
@@ -150,6 +157,9 @@ class LocalKernels:
             if None not in columns:
                 sources, names = zip(*columns, strict=True)
                 return self._project(batch, sources, names, tt)
+            evaluated = _evaluated(batch, compiled, tt)
+            if evaluated is not None:
+                return evaluated
             return self._small(self.select(batch.to_frame(), compiled, tt))
         return batch.select([*compiled, *tt.columns(), DIFF])
 
@@ -173,6 +183,11 @@ class LocalKernels:
 
     def filter(self, batch: Any, predicate: pl.Expr) -> Any:
         if type(batch) is Rows:
+            built = getattr(predicate, "_dd_row", None)
+            if built is not None and built[1] == "bool":
+                test = built[2](batch.index)
+                with contextlib.suppress(Overflow):  # (else Polars says what it makes)
+                    return batch.like([r for r in batch.rows if test(r) is True])
             return self._small(batch.to_frame().filter(predicate))
         return batch.filter(predicate)
 
@@ -1030,6 +1045,34 @@ def _radix(bounds: list[tuple[int, int]], column: Callable[[int], np.ndarray], n
         digits[i] = (lo, stride, span)
         stride *= span
     return _Packing(code, digits, stride)
+
+
+def _evaluated(batch: Rows, compiled: Sequence[pl.Expr], tt: TimeType) -> Rows | None:
+    """``select`` of a small batch in Python (:mod:`~ddflow.kernels.local_exprs`): each
+    expression a plain column or one evaluated row by row; None when one is neither, or an
+    ``Int64`` result overflows (Polars then computes the batch)."""
+    schema: dict[str, Any] = {}
+    fns = []
+    for c in compiled:
+        column = getattr(c, "_dd_column", None)
+        if column is not None:
+            source, name = column
+            schema[name] = batch.schema[source]
+            fns.append(itemgetter(batch.index(source)))
+            continue
+        built = getattr(c, "_dd_row", None)
+        if built is None:
+            return None
+        name, kind, builder = built
+        schema[name] = KIND_TYPES[kind]
+        fns.append(builder(batch.index))
+    rest = batch.getter([*tt.columns(), DIFF])
+    schema.update({c: pl.Int64 for c in tt.columns()})
+    schema[DIFF] = pl.Int64
+    try:
+        return Rows(schema, [(*[f(r) for f in fns], *rest(r)) for r in batch.rows])
+    except Overflow:
+        return None
 
 
 def share_key(batch: pl.DataFrame, keys: Sequence[str]) -> pl.DataFrame:
