@@ -115,7 +115,8 @@ ROW_EXPRS = [col("a") + col("a"), col("a") - 1, (5 - col("a")).cast("int64"),
              col("a") + (2**63 - 2), col("a") - (2**63 - 1),  # (overflow: Polars decides)
              col("a") == 1, col("a") != col("a") - 1, col("a") < 0, col("a") <= col("a"),
              col("a") > -1, col("a") >= 2, col("s") < "ab", col("s") == col("s"),
-             col("s") >= "b", lit("b") > col("s"), lit(1) + 2 == col("a")]
+             col("s") >= "b", lit("b") > col("s"), lit(1) + 2 == col("a"), lit(5), lit("q"),
+             lit(2**40) - col("a")]
 POLARS_EXPRS = [col("a") * 2, col("a") / 2, col("a").cast("int32") + 1, col("a").cast("float64"),
                 col("a").is_null(), (col("a") > 0) & (col("s") == "a"), col("a") == lit(1.5)]
 
