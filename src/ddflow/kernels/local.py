@@ -167,9 +167,7 @@ class LocalKernels:
                  tt: TimeType) -> Rows:
         g = batch.getter([*sources, *tt.columns(), DIFF])
         schema = {n: batch.schema[s] for n, s in zip(names, sources, strict=True)}
-        schema.update({c: pl.Int64 for c in tt.columns()})
-        schema[DIFF] = pl.Int64
-        return Rows(schema, [g(r) for r in batch.rows])
+        return Rows(R.updates_schema(schema, tt), [g(r) for r in batch.rows])
 
     def with_columns(self, batch: Any, compiled: Sequence[pl.Expr], names: Sequence[str],
                      tt: TimeType) -> Any:
@@ -1067,10 +1065,9 @@ def _evaluated(batch: Rows, compiled: Sequence[pl.Expr], tt: TimeType) -> Rows |
         schema[name] = KIND_TYPES[kind]
         fns.append(builder(batch.index))
     rest = batch.getter([*tt.columns(), DIFF])
-    schema.update({c: pl.Int64 for c in tt.columns()})
-    schema[DIFF] = pl.Int64
     try:
-        return Rows(schema, [(*[f(r) for f in fns], *rest(r)) for r in batch.rows])
+        return Rows(R.updates_schema(schema, tt),
+                    [(*[f(r) for f in fns], *rest(r)) for r in batch.rows])
     except Overflow:
         return None
 

@@ -583,9 +583,13 @@ def join(left: Rows, right: Rows, tt: TimeType, left_on: Sequence[str], right_on
             t = (ta if ta >= tb else tb) if total else lub(ta, tb)
             out.append((*[a[i] if is_l else b[i] for is_l, i in picks], *t, da * b[rd]))
     schema = {name: (left if side == "l" else right).schema[c] for side, c, name in output}
-    schema.update({c: pl.Int64 for c in tt.columns()})
-    schema[DIFF] = pl.Int64
-    return Rows(schema, out)
+    return Rows(updates_schema(schema, tt), out)
+
+
+def updates_schema(data: dict[str, Any], tt: TimeType) -> dict[str, Any]:
+    """The schema of updates whose data columns are ``data``: those, then ``tt``'s time
+    columns and the diff (``Int64``)."""
+    return {**data, **{c: pl.Int64 for c in tt.columns()}, DIFF: pl.Int64}
 
 
 def without_keys(b: Rows, keys: Rows) -> Rows:
