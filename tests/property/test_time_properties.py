@@ -7,7 +7,9 @@
   nested two deep): the tracker's frontier at every target equals a fixpoint computed directly on
   times, without path summaries: push each pointstamp's time through edges and operator
   summaries, keeping at each location only the minimal times (sound because every summary is
-  monotone, finite because times of a loop iteration only grow).
+  monotone, finite because times of a loop iteration only grow). Also after every round of a
+  run in which pointstamps move (retired and added, some cancelling, before one propagate),
+  with the nodes the tracker reports as changed exactly those whose frontiers changed.
 """
 
 from __future__ import annotations
@@ -263,5 +265,51 @@ def test_tracker_matches_fixpoint_on_random_cyclic_graphs(args, data):
         (tracker.update_target if kind == "t" else tracker.update_source)(n, p, t, -1)
         if data.draw(st.booleans()):
             tracker.propagate()
+    tracker.propagate()
+    assert tracker.all_complete()
+
+
+@given(cyclic_graphs_with_pointstamps(), st.data())
+@settings(max_examples=100, deadline=None)
+def test_tracker_follows_pointstamps_that_move_between_propagates(args, data):
+    """Rounds of changes as a scheduler makes them: in each, pointstamps are retired and others
+    added (a message consumed and its output sent, a capability moved on), in any order, some
+    cancelling within the round, before one ``propagate``. After every round the frontier at
+    every target is the fixpoint of the pointstamps held, and ``propagate`` reports exactly
+    the nodes with an input whose frontier changed."""
+    g, pointstamps = args
+    locs = locations(g)
+    tracker = Tracker(g)
+    held: Counter = Counter()
+    targets = [(n, i) for n, ins in enumerate(g.inputs) for i in range(len(ins))]
+    before = {k: set(tracker.frontier(*k)) for k in targets}
+    rounds = [pointstamps] + [
+        [
+            (loc, data.draw(times(tt, 2)))
+            for (*loc, tt) in data.draw(st.lists(st.sampled_from(locs), max_size=4))
+        ]
+        for _ in range(data.draw(st.integers(1, 4)))
+    ]
+    for added in rounds:
+        changes = [((kind, n, p), t, +1) for (kind, n, p), t in added]
+        # retire some of what is held, and some of what this round adds (cancelling)
+        for (loc, t), c in held.items():
+            changes += [(loc, t, -1)] * data.draw(st.integers(0, c))
+        changes += [
+            (loc, t, -1) for loc, t, d in changes if d > 0 and data.draw(st.integers(0, 3)) == 0
+        ]
+        for loc, t, d in data.draw(st.permutations(changes)):
+            kind, n, p = loc
+            (tracker.update_target if kind == "t" else tracker.update_source)(n, p, t, d)
+            held[(loc, t)] += d
+        held = +held
+        reported = tracker.propagate()
+        expected = fixpoint_frontiers(g, [lt for lt, c in held.items() for _ in range(c)])
+        now = {k: set(tracker.frontier(*k)) for k in targets}
+        assert now == expected
+        assert reported == {n for (n, i) in targets if now[(n, i)] != before[(n, i)]}
+        before = now
+    for ((kind, n, p), t), c in held.items():  # everything retired: everything completes
+        (tracker.update_target if kind == "t" else tracker.update_source)(n, p, t, -c)
     tracker.propagate()
     assert tracker.all_complete()
