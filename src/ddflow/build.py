@@ -8,12 +8,21 @@ node becomes one operator, except:
 * ``join`` and ``reduce`` inputs are arranged first (an ``ArrangeOp``), unless the input is an
   ``arrange`` node with the same keys, whose arrangement is then shared;
 * a loop's ``variable`` is the concatenation of the entered collection and the loop's feedback,
-  connected once the ``feedback`` node (after the body) has been built.
+  connected once the ``feedback`` node (after the body) has been built;
+* a stateless one-input node that keeps its input's times (``select``, ``with_columns``,
+  ``filter``, ``map``, ``flat_map``, ``negate``, ``inspect``) whose output has one consumer, and
+  that consumer a stateless operator too (another of these, a ``concat``, a loop's ``enter``,
+  ``variable`` or ``leave``), is no operator of its own: its function is applied by the
+  consumer, before the consumer's own, to the messages arriving on that input. A chain of them
+  is one function. The messages, their times and every output are as with an operator each,
+  with a scheduling step, a message and its progress updates fewer per message (a small
+  update's dataflow takes about one step in seven of this kind).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections import Counter
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ddflow.kernels.local import DIFF
 from ddflow.operators.io import InputOp, OutputOp, ProbeOp
@@ -36,6 +45,30 @@ def build(flow: Dataflow) -> Worker:
     return _Builder(flow).build()
 
 
+class _Fused(NamedTuple):
+    """A stateless node built as no operator (see the module): the node whose output it
+    reads (never itself fused), its function, and the names of the nodes it stands for."""
+
+    source: Node
+    fn: Any
+    names: tuple[str, ...]
+
+
+def _then(first: Any, second: Any, kernels: Any) -> Any:
+    """``second`` applied to what ``first`` gives, but not to nothing (``None``, or an empty
+    batch, which an operator of its own would not have sent on)."""
+    if second is None:
+        return first
+
+    def both(batch: Any) -> Any:
+        out = first(batch)
+        if out is None or kernels.is_empty(out):
+            return out
+        return second(out)
+
+    return both
+
+
 class _Builder:
     def __init__(self, flow: Dataflow) -> None:
         self.flow = flow
@@ -44,26 +77,70 @@ class _Builder:
         # node id -> (operator, output port)
         self.ports: dict[int, tuple[Operator, int]] = {}
         self.arranged: dict[int, ArrangeOp] = {}
+        # node id -> the node's function, applied by its consumer (see the module)
+        self.fused: dict[int, _Fused] = {}
+        # node id -> how many inputs of other nodes read it
+        self.consumers = Counter(i.id for n in flow.plan.nodes for i in n.inputs)
 
     def build(self) -> Worker:
         for node in self.flow.plan.nodes:
             getattr(self, f"_op_{node.op}")(node)
+        # (a fused node has one consumer, and every node is built: each was taken up)
+        assert not self.fused, f"fused nodes without an operator: {sorted(self.fused)}"
         self.worker.start()
         return self.worker
 
     # ------------------------------------------------------------------ helpers
 
     def _add(self, op: Operator, node: Node | None, inputs: tuple[Node, ...] = ()) -> Operator:
-        self.worker.add(op)
+        sources = []
+        chains: list[str] = []
         for i, n in enumerate(inputs):
-            src, port = self.ports[n.id]
+            fused = self.fused.get(n.id)
+            chains.append("-")
+            if fused is not None and type(op) is Linear:  # (its function applied by op)
+                del self.fused[n.id]
+                op.fns[i] = _then(fused.fn, op.fns[i], self.k)
+                chains[i] = "+".join(fused.names)
+                n = fused.source
+            sources.append(self._port(n.id))
+        if any(c != "-" for c in chains):  # (named after what it applies: select+enter, or
+            # concat(select+filter, -) for a chain on the first of two inputs)
+            name = getattr(op, "name", "")
+            op.name = f"{chains[0]}+{name}" if len(chains) == 1 else f"{name}({', '.join(chains)})"
+        self.worker.add(op)  # (after any operator _port made for its inputs: upstream first)
+        for i, (src, port) in enumerate(sources):
             self.worker.connect(src, port, op, i)
         if node is not None:
             self.ports[node.id] = (op, 0)
         return op
 
+    def _port(self, node_id: int) -> tuple[Operator, int]:
+        """The operator and port giving a node's output: for a fused node read by an operator
+        that does not apply functions, a ``Linear`` operator of its own, made now."""
+        fused = self.fused.pop(node_id, None)
+        if fused is not None:
+            tt = fused.source.scope.time_type
+            op = Linear("+".join(fused.names), [tt], tt, [fused.fn], self.k)
+            src, port = self._port(fused.source.id)
+            self.worker.add(op)
+            self.worker.connect(src, port, op, 0)
+            self.ports[node_id] = (op, 0)
+        return self.ports[node_id]
+
     def _linear(self, node: Node, fn: Any, name: str | None = None) -> None:
         tt = node.scope.time_type
+        (src,) = node.inputs
+        if self.consumers[node.id] == 1:
+            # applied by its consumer if that is a stateless operator (else an operator of
+            # its own when the consumer is built: _port)
+            up = self.fused.pop(src.id, None)
+            if up is None:
+                self.fused[node.id] = _Fused(src, fn, (name or node.op,))
+            else:  # (a chain: one function)
+                self.fused[node.id] = _Fused(up.source, _then(up.fn, fn, self.k),
+                                             (*up.names, name or node.op))
+            return
         self._add(Linear(name or node.op, [tt], tt, [fn], self.k), node, node.inputs)
 
     def _empty(self, node: Node) -> Any:

@@ -44,6 +44,7 @@ RUNTIMES: list[str] = ["local", "local-columnar", "spark"]
 SPARK_SUBSET: frozenset[str] = frozenset({
     "test_filter_select_stream_table",
     "test_concat_with_negation_cancels",
+    "test_fused_chains_call_inspect_with_every_batch",
     "test_join_stream_table",
     "test_semijoin_and_antijoin_stream_table",
     "test_group_by_agg_stream_table",

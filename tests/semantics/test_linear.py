@@ -141,3 +141,71 @@ def test_select_of_only_literals_keeps_every_record(runtime):
     assert changes_table(ones) == [(1, 0, 3), (1, 1, -1)]
     #                            one n time diff
     assert changes_table(counts) == [(1, 2, 1, 1), (1, 3, 0, 1), (1, 3, 1, -1)]
+
+
+# ---------------------------------------------------------------------- fused chains
+
+
+def _chains(flow, i):
+    """Stateless chains whose last node has one consumer, itself stateless (a concat, a loop's
+    enter, variable and leave): built as no operators of their own (see ``ddflow.build``)."""
+    xs, ys = i["xs"], i["ys"]
+    chain = xs.filter(dd.col("x") >= 1).select(x=dd.col("x") * 2, s=dd.col("s")).negate().negate()
+    mixed = chain.concat(ys.filter(dd.col("x") < 4).select("x", "s"), xs.negate())
+
+    def body(v: dd.Collection) -> dd.Collection:
+        step = v.select(x=dd.col("x") + 1, s=dd.col("s")).filter(dd.col("x") < 6)
+        return step.concat(v.filter(dd.col("x") < 6)).distinct()
+
+    looped = ys.with_columns(x=dd.col("x") % 3).filter(dd.col("s") != "ab").iterate(body)
+    shared = ys.select(x=dd.col("x") + 1, s=dd.col("s"))  # (read twice: an operator)
+    return [mixed, looped.select("s", y=dd.col("x") * 10).filter(dd.col("y") > 0),
+            shared.concat(shared.filter(dd.col("x") > 2).negate())]
+
+
+@SETTINGS
+@given(case=streams_and_run_points({"xs": xs_records, "ys": xs_records}))
+def test_fused_chains_match_reference(runtime, case):
+    stream, run_points = case
+    run = check_stream(_chains, TWO, stream, runtime, run_points)
+    names = sorted(op.name for op in run.flow.worker.operators if "+" in op.name)
+    assert names == [
+        "concat(-, filter+negate)",  # the chain on the shared select's second reader
+        "concat(filter+select+negate+negate, filter+select, negate)",
+        "concat(select+filter, filter)",  # the loop body's
+        "select+filter",  # after the loop: an operator of its own (an output reads it)
+        "with_columns+filter+enter",
+    ], names
+
+
+def test_fused_chains_call_inspect_with_every_batch(runtime):
+    """An ``inspect`` in a fused chain, and one that nothing reads, still see every batch."""
+    stream = [
+        [("xs", (1, "a"), 1), ("xs", (2, "b"), 1), ("xs", (7, "a"), 1)],
+        [("xs", (2, "b"), -1), ("xs", (3, "a"), 1)],
+        [],
+        [("xs", (3, "a"), -1), ("xs", (9, "c"), 1)],
+    ]
+    inside: list = []
+    unread: list = []
+
+    def build(flow, i):
+        xs = i["xs"]
+        kept = xs.filter(dd.col("x") < 5).inspect(inside.append).select("x")
+        xs.select(y=dd.col("x") * 2).inspect(unread.append)  # (no node reads it)
+        return kept.concat(xs.select("x").negate())
+
+    run = check_stream(build, XS, stream, runtime)
+
+    def rows(batches):
+        return sorted(r for b in batches for r in b.iter_rows())
+
+    #                       x   s  time diff
+    assert rows(inside) == [(1, "a", 0, 1), (2, "b", 0, 1), (2, "b", 1, -1), (3, "a", 1, 1),
+                            (3, "a", 3, -1)]
+    #                       y time diff
+    assert rows(unread) == [(2, 0, 1), (4, 0, 1), (4, 1, -1), (6, 1, 1), (6, 3, -1), (14, 0, 1),
+                            (18, 3, 1)]
+    assert any(op.name == "concat(filter+inspect+select, select+negate)"
+               for op in run.flow.worker.operators)
+    assert any(op.name == "select+inspect" for op in run.flow.worker.operators)
