@@ -66,7 +66,8 @@ class Worker:
     def start(self) -> None:
         """Freeze the graph and start progress tracking."""
         watched = {op.index for op in self.operators if op.watches_frontier}
-        self.tracker = Tracker(self.graph, watched)
+        on_demand = {op.index for op in self.operators if op.frontier_on_demand}
+        self.tracker = Tracker(self.graph, watched, on_demand)
         for op in self.operators:
             op.on_start()
         for n in self.tracker.propagate():

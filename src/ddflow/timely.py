@@ -69,6 +69,10 @@ class Operator:
     #: whether :meth:`schedule` reads input frontiers: an operator that never does (a stateless
     #: one) is not activated when they move, and progress tracking skips its inputs
     watches_frontier = True
+    #: whether its input frontiers are computed when read rather than kept up to date: for an
+    #: operator that reads them only when it runs anyway (for messages), and need not run
+    #: when they move (see :class:`~ddflow.progress.Tracker`)
+    frontier_on_demand = False
 
     def __init__(
         self,

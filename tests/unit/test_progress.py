@@ -299,10 +299,10 @@ def test_many_incomparable_paths_are_all_kept():
         op = g2.add_node([PRODUCT], [PRODUCT], {(0, 0): Summary(2, adds, (), PRODUCT)})
         g2.add_edge((src, 0), (op, 0))
         g2.add_edge((op, 0), (sink, 0))
-    tracker = Tracker(g2)
-    tracker.update_source(src, 0, (10, 10), +1)
-    tracker.propagate()
-    assert sorted(tracker.frontier(sink, 0)) == [(10 + a, 10 + b) for a, b in delays]
+    for tracker in (Tracker(g2), Tracker(g2, on_demand={sink})):  # (kept, or computed when read)
+        tracker.update_source(src, 0, (10, 10), +1)
+        tracker.propagate()
+        assert sorted(tracker.frontier(sink, 0)) == [(10 + a, 10 + b) for a, b in delays]
 
 
 def test_many_incomparable_paths_around_a_loop():
@@ -700,3 +700,28 @@ def test_tracker_watching_some_nodes_agrees_on_those(args, data):
             else:
                 with pytest.raises(RuntimeError, match="not tracked"):
                     some.frontier(n, i)
+
+
+@given(dags_with_pointstamps(), st.data())
+@settings(max_examples=80, deadline=None)
+def test_tracker_with_some_frontiers_on_demand_agrees(args, data):
+    """A tracker told to compute some nodes' frontiers on demand gives them the frontiers the
+    full tracker keeps, after every propagate of a run, and never reports them as changed."""
+    g, pointstamps = args
+    nodes = range(len(g.inputs))
+    on_demand = data.draw(st.sets(st.sampled_from(list(nodes)))) if g.inputs else set()
+    full, some = Tracker(g), Tracker(g, on_demand=on_demand)
+    # the pointstamps added, then retired in another order, propagated in a few rounds each
+    retired = [(loc, t, -d) for loc, t, d in data.draw(st.permutations(pointstamps))]
+    for updates in (pointstamps, retired):
+        cuts = sorted(data.draw(st.lists(st.integers(0, len(updates)), max_size=3)))
+        for lo, hi in itertools.pairwise([0, *cuts, len(updates)]):
+            for loc, t, d in updates[lo:hi]:
+                apply(full, loc, t, d)
+                apply(some, loc, t, d)
+            changed_full, changed_some = full.propagate(), some.propagate()
+            assert changed_some == changed_full - on_demand
+            for n in nodes:
+                for i in range(len(g.inputs[n])):
+                    assert some.frontier(n, i) == full.frontier(n, i)
+    assert some.all_complete() and full.all_complete()

@@ -69,9 +69,14 @@ class ArrangeOp(Operator):
 
 
 class JoinOp(Operator):
-    """Joins two arranged inputs on their keys."""
+    """Joins two arranged inputs on their keys.
+
+    It reads its input frontiers only to let the traces compact (``set_since``), so they are
+    computed when it runs for messages, and a frontier moving does not make it run: a trace
+    compacts up to where the other input's frontier was at the join's last step."""
 
     name = "join"
+    frontier_on_demand = True
 
     def __init__(self, tt: TimeType, kernels: Any, left: Spine, right: Spine,
                  left_on: Sequence[str], right_on: Sequence[str],
