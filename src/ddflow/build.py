@@ -106,7 +106,7 @@ class _Builder:
             sources.append(self._port(n.id))
         if any(c != "-" for c in chains):  # (named after what it applies: select+enter, or
             # concat(select+filter, -) for a chain on the first of two inputs)
-            name = getattr(op, "name", "")
+            name = op.name
             op.name = f"{chains[0]}+{name}" if len(chains) == 1 else f"{name}({', '.join(chains)})"
         self.worker.add(op)  # (after any operator _port made for its inputs: upstream first)
         for i, (src, port) in enumerate(sources):

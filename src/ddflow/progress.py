@@ -17,7 +17,9 @@ The invariant the tracker maintains, for every target ``T``::
 
 so a time is complete at ``T`` exactly when no pointstamp could still result in it. Changes of
 counts are pushed through the precomputed summaries into one :class:`MutableAntichain` per target,
-so the cost of an update is proportional to the targets it reaches, not to the graph.
+so the cost of an update is proportional to the targets it reaches, not to the graph. A target
+whose frontier is read only now and then (a join's) can instead have it computed when read,
+from the counts held at each location and the summaries into it (``on_demand``).
 
 A worked example: an input (node 0) feeding a loop whose body is node 2, with ingress (node 1),
 feedback (node 3, ``+1`` in the loop coordinate) and egress (node 4).
@@ -174,7 +176,7 @@ class Tracker:
     pointstamps held now and the summaries to the node, instead of being kept up to date (a
     join, which reads them only to let its arrangements compact): no change is pushed to their
     inputs, and they are never reported as changed. In a dataflow of many joins (strongly
-    connected components: 16 of its 35 watched inputs) most of the pushing is to them.
+    connected components: 16 of its 35 watched inputs) about half of the pushing is to them.
     """
 
     def __init__(self, graph: ProgressGraph, watched: set[int] | None = None,
