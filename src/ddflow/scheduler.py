@@ -4,7 +4,9 @@ A :class:`Worker` owns the operators of one dataflow, the message queues on thei
 progress :class:`~ddflow.progress.Tracker`. It repeatedly activates the operator with pending
 work that comes first in the plan's topological order, then takes that operator's consumed
 messages off the books and propagates the pointstamp changes, activating every operator whose
-input frontier moved. Invariants:
+input frontier moved. (``run()`` propagates only before an operator that reads frontiers, or
+when none is active: the changes of steps of operators that do not, a select or an arrange,
+then cancel before they are pushed anywhere.) Invariants:
 
 * a message is counted at its target from the moment it is sent until the operator that pulled it
   returns from ``schedule`` (so an operator may send at the times of messages it is handling),
@@ -114,6 +116,20 @@ class Worker:
 
     def step(self) -> bool:
         """Run one operator; return whether there was one to run."""
+        return self._step(defer=False)
+
+    def _step(self, defer: bool) -> bool:
+        """:meth:`step`; with ``defer``, the pointstamp changes of a step are propagated only
+        before an operator that reads frontiers runs, or when no operator is active, not after
+        every step: a message passing through operators that do not (a select, an arrange)
+        is counted at each of their inputs and taken off again, and those changes then cancel
+        before reaching any frontier, instead of being pushed to every input they reach, twice
+        per operator. An operator that reads frontiers still runs with them up to date, and
+        none misses an activation: the changes are all propagated before the worker is idle."""
+        if defer:
+            if not self._active or self.operators[self._active[0]].watches_frontier:
+                for n in self.tracker.propagate():
+                    self.activate(n)
         if not self._active:
             return False
         index = heapq.heappop(self._active)
@@ -130,18 +146,19 @@ class Worker:
             for o, p, t in self._consumed:
                 self.tracker.update_target(o, p, t, -1)
             self._consumed.clear()
-        for n in self.tracker.propagate():
-            self.activate(n)
+        if not defer:
+            for n in self.tracker.propagate():
+                self.activate(n)
         if self.on_step is not None:
             self.on_step(op)
         return True
 
     def run(self) -> None:
-        """Run until no operator has work left."""
+        """Run until no operator has work left (propagating as :meth:`_step` defers)."""
         if self.tracker is None:
             self.start()
-        while self._active:
-            self.step()
+        while self._step(defer=True):
+            pass
 
     def idle(self) -> bool:
         return not self._active

@@ -15,7 +15,16 @@ input (or fewer, if the fixed point comes first).
 from __future__ import annotations
 
 import pytest
-from harness import SETTINGS, changes_table, check_stream, streams_and_run_points
+from harness import (
+    SETTINGS,
+    Run,
+    changes_table,
+    check_run,
+    check_stream,
+    feed,
+    make_flow,
+    streams_and_run_points,
+)
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -221,6 +230,49 @@ def test_nested_loops_match_reference(runtime, case):
         return [nested_reach(i), per_root_sizes]
 
     check_stream(build, NESTED, stream, runtime, run_points)
+
+
+@SETTINGS
+@given(case=streams_and_run_points(nested_records, max_updates=6))
+def test_operators_reading_frontiers_run_with_every_change_propagated(runtime, case):
+    """``run()`` propagates pointstamp changes only before an operator that reads frontiers
+    runs (or when none is active), not after every step (``Worker._step``): every such
+    operator starts its step with no change left unpropagated, the run propagates less often
+    than it steps, and the outputs are the reference's at every epoch."""
+    stream, run_points = case
+    flow = make_flow(runtime)
+    inputs = {name: flow.input(name, schema=schema) for name, schema in NESTED.items()}
+    built = nested_reach(inputs)
+    outputs = [built.output(), built.group_by("n").agg(c=dd.count()).output()]
+    flow._ensure_built()
+    worker = flow.worker
+    late: list[str] = []
+    for op in worker.operators:
+        if op.watches_frontier:
+            def checked(op=op, schedule=op.schedule):
+                if worker.tracker._pending:
+                    late.append(op.name)
+                schedule()
+            op.schedule = checked
+    propagates = [0]
+    tracker_propagate = worker.tracker.propagate
+
+    def counted():
+        propagates[0] += 1
+        return tracker_propagate()
+
+    worker.tracker.propagate = counted
+    steps = worker.steps
+    for e, updates in enumerate(stream):
+        feed(inputs, updates)
+        flow.advance_to(e + 1)
+        if e in run_points:
+            flow.run()
+    flow.run()
+    assert not late, f"operators ran with changes not propagated: {late}"
+    if worker.steps - steps > 20:
+        assert propagates[0] < worker.steps - steps
+    check_run(Run(flow, inputs, outputs, stream))
 
 
 @SETTINGS
