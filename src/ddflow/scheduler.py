@@ -126,10 +126,9 @@ class Worker:
         before reaching any frontier, instead of being pushed to every input they reach, twice
         per operator. An operator that reads frontiers still runs with them up to date, and
         none misses an activation: the changes are all propagated before the worker is idle."""
-        if defer:
-            if not self._active or self.operators[self._active[0]].watches_frontier:
-                for n in self.tracker.propagate():
-                    self.activate(n)
+        if defer and (not self._active or self.operators[self._active[0]].watches_frontier):
+            for n in self.tracker.propagate():
+                self.activate(n)
         if not self._active:
             return False
         index = heapq.heappop(self._active)

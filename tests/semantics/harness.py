@@ -157,6 +157,14 @@ def _run_stream(build: Build, schemas: Mapping[str, Mapping[str, str]], stream: 
     built = build(flow, inputs)
     collections = [built] if isinstance(built, dd.Collection) else list(built)
     outputs = [c.output() for c in collections]
+    feed_and_run(flow, inputs, stream, run_points)
+    return Run(flow, inputs, outputs, stream)
+
+
+def feed_and_run(flow: dd.Dataflow, inputs: Mapping[str, dd.InputCollection], stream: Stream,
+                 run_points: Iterable[int] | None) -> None:
+    """Feed ``stream`` epoch by epoch, running after the epochs in ``run_points`` (every one
+    for None) and at the end."""
     points = set(range(len(stream))) if run_points is None else set(run_points)
     for e, updates in enumerate(stream):
         feed(inputs, updates)
@@ -164,7 +172,6 @@ def _run_stream(build: Build, schemas: Mapping[str, Mapping[str, str]], stream: 
         if e in points:
             flow.run()
     flow.run()
-    return Run(flow, inputs, outputs, stream)
 
 
 def changes_through(changes: pd.DataFrame, epoch: int) -> Counter:

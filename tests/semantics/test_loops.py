@@ -21,7 +21,7 @@ from harness import (
     changes_table,
     check_run,
     check_stream,
-    feed,
+    feed_and_run,
     make_flow,
     streams_and_run_points,
 )
@@ -263,12 +263,7 @@ def test_operators_reading_frontiers_run_with_every_change_propagated(runtime, c
 
     worker.tracker.propagate = counted
     steps = worker.steps
-    for e, updates in enumerate(stream):
-        feed(inputs, updates)
-        flow.advance_to(e + 1)
-        if e in run_points:
-            flow.run()
-    flow.run()
+    feed_and_run(flow, inputs, stream, run_points)
     assert not late, f"operators ran with changes not propagated: {late}"
     if worker.steps - steps > 20:
         assert propagates[0] < worker.steps - steps
