@@ -56,7 +56,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from operator import add as _add
 
-from ddflow.frontier import MutableAntichain
+from ddflow.frontier import Antichain, MutableAntichain
 from ddflow.lattice import Coordinate, Time, TimeType
 
 __all__ = ["ProgressGraph", "Summary", "Tracker"]
@@ -330,12 +330,8 @@ class Tracker:
                 for t, c in at.items():
                     if c > 0:
                         times.update(s.apply(t) for s in summaries)
-        le = tt.less_equal
-        minimal: list[Time] = []
-        for t in sorted(times):  # (lexicographic: a time is dominated only by earlier ones)
-            if not any(le(m, t) for m in minimal):
-                minimal.append(t)
-        return minimal
+        # (inserted in lexicographic order, a linear extension: the minimal times, sorted)
+        return Antichain(tt, sorted(times)).elements
 
     def implied(self, node: int, port: int) -> MutableAntichain:
         index = self._target_index.get((node, port))
