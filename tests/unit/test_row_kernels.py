@@ -110,6 +110,56 @@ def test_projections_and_fallbacks_agree(data: st.DataObject, tt: TimeType) -> N
     same(K.concat([r, K.negate(r), f]), COLUMNAR.concat([f, COLUMNAR.negate(f), f]))
 
 
+@st.composite
+def int_batches(draw: st.DrawFn, tt: TimeType, nulls: bool) -> pl.DataFrame:
+    """Batches of integer columns only (``a`` with nulls when ``nulls``), as most traces
+    hold."""
+    a = st.one_of(st.none(), st.integers(-3, 3)) if nulls else st.integers(-3, 3)
+    rows = draw(st.lists(st.tuples(a, st.integers(0, 2), times(tt), st.sampled_from([1, -1, 2])),
+                         max_size=30))
+    return pl.DataFrame([(x, y, *t, d) for x, y, t, d in rows], orient="row",
+                        schema={"a": I64, "b": pl.Int32(), **{c: I64 for c in tt.columns()},
+                                DIFF: I64})
+
+
+@settings(max_examples=200, deadline=None)
+@given(data=st.data(), tt=st.sampled_from([OUTER, *TIMES]),
+       keys=st.sampled_from([["a"], ["a", "b"], []]), nulls=st.booleans())
+def test_merges_agree_with_a_reference(data: st.DataObject, tt: TimeType, keys: list[str],
+                                       nulls: bool) -> None:
+    """A merge of arranged batches, rows and frames mixed as a trace holds them, advances
+    every time by the frontier and sums the diffs of equal updates, whichever way it goes:
+    rows in one pass (all rows, few), NumPy (integer columns without nulls, a product
+    order) or Polars. Checked against the sums computed here, key codes included."""
+    parts = data.draw(st.lists(int_batches(tt, nulls), min_size=1, max_size=4))
+    since = data.draw(st.lists(times(tt), max_size=2))
+    sums: dict[tuple[Any, ...], int] = {}
+    for p in parts:
+        for a, b, *t, d in p.iter_rows():
+            u = (a, b, *tt.advance_by(t, since))
+            sums[u] = sums.get(u, 0) + d
+    want = pl.DataFrame([(*u, d) for u, d in sums.items() if d], orient="row",
+                        schema=parts[0].schema)
+    as_rows_too = data.draw(st.lists(st.booleans(), min_size=len(parts), max_size=len(parts)))
+    mixed = [K.arrange(rows_of(p), keys) if r else COLUMNAR.arrange(p, keys)
+             for p, r in zip(parts, as_rows_too, strict=True)]
+    every_row = [K.arrange(rows_of(p), keys) for p in parts]
+    reference = COLUMNAR.arrange(want, keys)
+    for kernels, batches in ((K, mixed), (K, every_row), (COLUMNAR, mixed)):
+        merged = kernels.merge(batches, tt, since, keys=keys)
+        same(merged, reference)
+        codes = frame(merged).get_column(KEY).to_list()
+        assert codes == sorted(codes)
+    # NumPy's merge is taken wherever it applies, and only there
+    in_arrays = L._merge_arrays(mixed, tt, since, (DIFF,))
+    null = any(p.get_column("a").null_count() for p in parts)
+    applies = tt.is_product and not null and any(p.height for p in parts)
+    assert (in_arrays is not None) == applies
+    if in_arrays is not None:
+        same(in_arrays, reference)
+        assert in_arrays.get_column(KEY).is_sorted()
+
+
 #: expressions small batches evaluate in Python (``_dd_row``), and some they leave to Polars
 ROW_EXPRS = [col("a") + col("a"), col("a") - 1, (5 - col("a")).cast("int64"),
              col("a") + (2**63 - 2), col("a") - (2**63 - 1),  # (overflow: Polars decides)

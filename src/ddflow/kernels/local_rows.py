@@ -236,6 +236,46 @@ def advance(b: Rows, tt: TimeType, frontier: Sequence[Time]) -> Rows:
     return b.like(out)
 
 
+def merge(b: Rows, tt: TimeType, frontier: Sequence[Time], sums: Sequence[str]) -> Rows:
+    """Arranged updates (batches concatenated) merged: times advanced by ``frontier``,
+    updates consolidated, sorted by ``__key``. What :func:`advance`, :func:`consolidate` and
+    :func:`arrange` give one after the other (the same rows in the same order), in one pass
+    where the diff alone is summed in a product order: a trace's small batches are
+    merged over and over, and the general consolidation rebuilds a key and a list of sums
+    for every row."""
+    names = b.names
+    idx = [names.index(c) for c in tt.columns()]
+    lo, hi = idx[0], idx[-1] + 1
+    assert idx == list(range(lo, hi)), "time columns are adjacent"
+    d = names.index(DIFF) if DIFF in names else -1
+    if (tuple(sums) != (DIFF,) or not tt.is_product or not b.rows
+            or d < hi or len(names) < 3):  # (the layout of arranged updates: times, diff)
+        return arrange(consolidate(advance(b, tt, frontier), sums), ())
+    floor = tt.advance_floor(frontier)
+    acc: dict[tuple[Any, ...], int] = {}
+    get = acc.get
+    others = itemgetter(*(i for i in range(len(names)) if i != d))
+    # a batch holds few distinct times: each is advanced once (None: already advanced)
+    moved: dict[tuple[Any, ...], tuple[Any, ...] | None] = {}
+    for r in b.rows:
+        if floor is None:
+            k = others(r)
+        else:
+            t = r[lo:hi]
+            if t in moved:
+                a = moved[t]
+            else:
+                a = tuple(map(max, t, floor))
+                a = moved[t] = None if a == t else a
+            k = others(r) if a is None else (*r[:lo], *a, *r[hi:d], *r[d + 1:])
+        acc[k] = get(k, 0) + r[d]
+    out = [(*k[:d], w, *k[d:]) for k, w in acc.items() if w]
+    if KEY in b.schema:
+        out.sort(key=itemgetter(names.index(KEY)))
+        return b.like(out)
+    return arrange(b.like(out), ())
+
+
 def times_getter(b: Rows, tt: TimeType) -> Any:
     idx = [b.index(c) for c in tt.columns()]
     lo, hi = idx[0], idx[-1] + 1
