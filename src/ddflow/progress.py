@@ -210,6 +210,8 @@ class Tracker:
             [{} for _ in self._reaches] if self._into else None)
         #: count changes not propagated yet: (location, time, delta)
         self._pending: list[tuple[int, Time, int]] = []
+        #: how many of them the counts hold already (:meth:`count_pending`)
+        self._counted = 0
         #: the times a pointstamp reaches at each target, by (its location, its time): a
         #: step's changes are mostly at the few times in flight, again and again
         self._reached: dict[tuple[int, Time], list[tuple[int, Time]]] = {}
@@ -266,12 +268,30 @@ class Tracker:
     #: at most this many entries are kept in ``_reached`` (then it starts again)
     REACHED_CACHE = 4096
 
+    def count_pending(self) -> None:
+        """Bring the counts that on-demand frontiers read up to date with the pending
+        changes, without pushing the changes to any target: enough before a node whose
+        frontiers are all on demand runs. The changes stay pending, and may still cancel
+        with later ones before they are pushed (a message sent to a join and taken by it)."""
+        counts = self._counts
+        if counts is None:
+            return
+        for loc, t, d in self._pending[self._counted:]:
+            at = counts[loc]
+            c = at.get(t, 0) + d
+            if c:
+                at[t] = c
+            else:
+                del at[t]
+        self._counted = len(self._pending)
+
     def propagate(self) -> set[int]:
         """Apply pending count changes; return the nodes whose input frontiers changed."""
         changed: set[int] = set()
         if not self._pending:
             return changed
-        pending, self._pending = self._pending, []
+        self.count_pending()
+        pending, self._pending, self._counted = self._pending, [], 0
         # consolidate per (location, time) so that +1/-1 pairs cost nothing downstream
         acc: dict[tuple[int, Time], int] = {}
         for loc, t, d in pending:
@@ -281,17 +301,9 @@ class Tracker:
         cache = self._reached
         if len(cache) > self.REACHED_CACHE:
             cache.clear()
-        counts = self._counts
         for key, d in acc.items():
             if not d:
                 continue
-            if counts is not None:  # (the pointstamps an on-demand frontier reads)
-                at = counts[key[0]]
-                c = at.get(key[1], 0) + d
-                if c:
-                    at[key[1]] = c
-                else:
-                    del at[key[1]]
             reached = cache.get(key)
             if reached is None:
                 t = key[1]

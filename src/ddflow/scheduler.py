@@ -6,7 +6,8 @@ work that comes first in the plan's topological order, then takes that operator'
 messages off the books and propagates the pointstamp changes, activating every operator whose
 input frontier moved. (``run()`` propagates only before an operator that reads frontiers, or
 when none is active: the changes of steps of operators that do not, a select or an arrange,
-then cancel before they are pushed anywhere.) Invariants:
+then cancel before they are pushed anywhere. Before a join, whose frontiers are computed on
+demand from the pointstamps' counts, the changes are only counted, not pushed.) Invariants:
 
 * a message is counted at its target from the moment it is sent until the operator that pulled it
   returns from ``schedule`` (so an operator may send at the times of messages it is handling),
@@ -125,10 +126,17 @@ class Worker:
         is counted at each of their inputs and taken off again, and those changes then cancel
         before reaching any frontier, instead of being pushed to every input they reach, twice
         per operator. An operator that reads frontiers still runs with them up to date, and
-        none misses an activation: the changes are all propagated before the worker is idle."""
-        if defer and (not self._active or self.operators[self._active[0]].watches_frontier):
-            for n in self.tracker.propagate():
-                self.activate(n)
+        none misses an activation: the changes are all propagated before the worker is idle.
+        Before an operator whose frontiers are all computed on demand (a join) the changes
+        are only counted (:meth:`~ddflow.progress.Tracker.count_pending`): a message sent to
+        it and taken by it then cancels too."""
+        if defer:
+            after = self.operators[self._active[0]] if self._active else None
+            if after is None or (after.watches_frontier and not after.frontier_on_demand):
+                for n in self.tracker.propagate():
+                    self.activate(n)
+            elif after.frontier_on_demand:  # (its frontiers read only the counts)
+                self.tracker.count_pending()
         if not self._active:
             return False
         index = heapq.heappop(self._active)

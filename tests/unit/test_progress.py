@@ -706,7 +706,9 @@ def test_tracker_watching_some_nodes_agrees_on_those(args, data):
 @settings(max_examples=80, deadline=None)
 def test_tracker_with_some_frontiers_on_demand_agrees(args, data):
     """A tracker told to compute some nodes' frontiers on demand gives them the frontiers the
-    full tracker keeps, after every propagate of a run, and never reports them as changed."""
+    full tracker keeps, after every propagate of a run, and never reports them as changed;
+    and once the pending changes are counted (``count_pending``, which the scheduler calls
+    before a join runs), before they are propagated, even when some were counted earlier."""
     g, pointstamps = args
     nodes = range(len(g.inputs))
     on_demand = data.draw(st.sets(st.sampled_from(list(nodes)))) if g.inputs else set()
@@ -716,10 +718,19 @@ def test_tracker_with_some_frontiers_on_demand_agrees(args, data):
     for updates in (pointstamps, retired):
         cuts = sorted(data.draw(st.lists(st.integers(0, len(updates)), max_size=3)))
         for lo, hi in itertools.pairwise([0, *cuts, len(updates)]):
-            for loc, t, d in updates[lo:hi]:
+            mid = data.draw(st.integers(lo, hi))
+            for at, (loc, t, d) in enumerate(updates[lo:hi], start=lo):
+                if at == mid and data.draw(st.booleans()):
+                    some.count_pending()  # (some changes counted, more to come)
                 apply(full, loc, t, d)
                 apply(some, loc, t, d)
-            changed_full, changed_some = full.propagate(), some.propagate()
+            changed_full = full.propagate()
+            if data.draw(st.booleans()):
+                some.count_pending()
+                for n in on_demand:
+                    for i in range(len(g.inputs[n])):
+                        assert some.frontier(n, i) == full.frontier(n, i)
+            changed_some = some.propagate()
             assert changed_some == changed_full - on_demand
             for n in nodes:
                 for i in range(len(g.inputs[n])):
