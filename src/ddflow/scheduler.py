@@ -135,7 +135,7 @@ class Worker:
             if after is None or (after.watches_frontier and not after.frontier_on_demand):
                 for n in self.tracker.propagate():
                     self.activate(n)
-            elif after.frontier_on_demand:  # (its frontiers read only the counts)
+            elif after.watches_frontier:  # (on demand: its frontiers read only the counts)
                 self.tracker.count_pending()
         if not self._active:
             return False

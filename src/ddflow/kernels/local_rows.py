@@ -246,10 +246,9 @@ def merge(b: Rows, tt: TimeType, frontier: Sequence[Time], sums: Sequence[str]) 
     names = b.names
     idx = [names.index(c) for c in tt.columns()]
     lo, hi = idx[0], idx[-1] + 1
-    assert idx == list(range(lo, hi)), "time columns are adjacent"
     d = names.index(DIFF) if DIFF in names else -1
-    if (tuple(sums) != (DIFF,) or not tt.is_product or not b.rows
-            or d < hi or len(names) < 3):  # (the layout of arranged updates: times, diff)
+    if (tuple(sums) != (DIFF,) or not tt.is_product or not b.rows or len(names) < 3
+            or idx != list(range(lo, hi)) or d < hi):  # (arranged updates: times, then diff)
         return arrange(consolidate(advance(b, tt, frontier), sums), ())
     floor = tt.advance_floor(frontier)
     acc: dict[tuple[Any, ...], int] = {}
