@@ -189,7 +189,7 @@ class Tracker:
         self._implied = [MutableAntichain(graph.inputs[n][i]) for n, i in self._targets]
         #: every location (a source or a target port): the targets it reaches with their
         #: minimal summaries (kept up to date from it), and its pointstamps' counts when an
-        #: on-demand frontier may read them
+        #: on-demand frontier reads them
         self._reaches: list[list[tuple[int, list[Summary]]]] = []
         self._location: dict[tuple[str, int, int], int] = {}
         #: an on-demand target -> the locations that reach it, with their minimal summaries
@@ -208,6 +208,11 @@ class Tracker:
                             self._into[q].append((loc, s))
         self._counts: list[dict[Time, int]] | None = (
             [{} for _ in self._reaches] if self._into else None)
+        #: the locations whose counts an on-demand frontier reads (the others' are not kept)
+        self._read = [False] * len(self._reaches)
+        for into in self._into.values():
+            for loc, _ in into:
+                self._read[loc] = True
         #: count changes not propagated yet: (location, time, delta)
         self._pending: list[tuple[int, Time, int]] = []
         #: how many of them the counts hold already (:meth:`count_pending`)
@@ -273,10 +278,12 @@ class Tracker:
         changes, without pushing the changes to any target: enough before a node whose
         frontiers are all on demand runs. The changes stay pending, and may still cancel
         with later ones before they are pushed (a message sent to a join and taken by it)."""
-        counts = self._counts
+        counts, read = self._counts, self._read
         if counts is None:
             return
         for loc, t, d in self._pending[self._counted:]:
+            if not read[loc]:
+                continue
             at = counts[loc]
             c = at.get(t, 0) + d
             if c:

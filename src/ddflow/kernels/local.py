@@ -384,10 +384,10 @@ class LocalKernels:
     def merge(self, batches: Sequence[Batch], tt: TimeType, since: Sequence[Time],
               sums: Sequence[str] = (DIFF,), keys: Sequence[str] = ()) -> Batch:
         """Merge arranged batches, advancing times to ``since`` and consolidating."""
-        if (all(type(b) is Rows for b in batches)
-                and sum(b.height for b in batches) <= self.small_rows):
+        total = sum(b.height for b in batches)
+        if all(type(b) is Rows for b in batches) and total <= self.small_rows:
             return R.merge(self.concat(batches), tt, since, sums)
-        if sum(self.height(b) for b in batches) <= MERGE_ARRAY_ROWS:
+        if total <= MERGE_ARRAY_ROWS:
             merged = _merge_arrays(batches, tt, since, sums)
             if merged is not None:
                 small: Batch = self._small(share_key(merged, keys))
@@ -840,23 +840,34 @@ def _array_sums(frame: pl.DataFrame, group: Sequence[str], sums: Sequence[str],
     if not _packable(frame, group, sums):
         return None
     columns = [frame.get_column(c).to_numpy() for c in group]
+    rows, totals = _sorted_sums(columns, [frame.get_column(w).to_numpy() for w in sums],
+                                drop_zero)
+    return pl.DataFrame({**{n: c[rows] for n, c in zip(group, columns, strict=True)},
+                         **dict(zip(sums, totals, strict=True))},
+                        schema={n: frame.schema[n] for n in (*group, *sums)})
+
+
+def _sorted_sums(columns: list[np.ndarray], weights: list[np.ndarray], drop_zero: bool
+                 ) -> tuple[np.ndarray, list[np.ndarray]]:
+    """The groups of the rows' ``columns`` (integers), in order of the columns (the first
+    most significant), and the ``weights`` summed per group: the position of a row of each
+    group, and the sums. The groups are packed as by :func:`_pack` and their codes sorted
+    (or, where the ranges do not fit in a code, as a hashed key code's do not, the columns
+    sorted together); with ``drop_zero``, without the groups whose sums are all zero."""
     packing = _radix([(int(c.min()), int(c.max())) for c in columns], columns.__getitem__,
-                     frame.height)
+                     len(columns[0]))
     if packing is not None:
-        order = np.argsort(packing.code)
-        code = packing.code[order]
-        starts = run_starts(code)
-    else:  # (ranges too wide to pack, as a hashed key code's: the columns sorted together)
+        order = np.argsort(packing.code, kind="stable")
+        starts = run_starts(packing.code[order])
+    else:  # (ranges too wide to pack: the columns sorted together, the last key first)
         order = np.lexsort(columns[::-1])
         starts = run_starts(*(c[order] for c in columns))
-    totals = [np.add.reduceat(frame.get_column(w).to_numpy()[order], starts) for w in sums]
+    totals = [np.add.reduceat(w[order], starts) for w in weights]
     rows = order[starts]
     keep = _kept(totals, drop_zero)
     if keep is not None:
         rows, totals = rows[keep], [t[keep] for t in totals]
-    return pl.DataFrame({**{n: c[rows] for n, c in zip(group, columns, strict=True)},
-                         **dict(zip(sums, totals, strict=True))},
-                        schema={n: frame.schema[n] for n in (*group, *sums)})
+    return rows, totals
 
 
 #: merges of at most this many updates are done in NumPy where they can be
@@ -914,20 +925,11 @@ def _merge_arrays(batches: Sequence[Batch], tt: TimeType, since: Sequence[Time],
             i = names.index(c)
             arrays[i] = np.maximum(arrays[i], f)
     d, k = names.index(DIFF), names.index(KEY)
-    group = [k, *(i for i in range(len(names)) if i not in (d, k))]
-    keys = [arrays[i] for i in group]
-    packing = _radix([(int(c.min()), int(c.max())) for c in keys], keys.__getitem__, len(keys[0]))
-    if packing is not None:  # (the group in one int64, key code most significant)
-        order = np.argsort(packing.code, kind="stable")
-        starts = run_starts(packing.code[order])
-    else:  # (a hashed key code's range is too wide to pack: the columns sorted together)
-        order = np.lexsort(keys[::-1])  # (the last key sorts first)
-        starts = run_starts(*(c[order] for c in keys))
-    diff = np.add.reduceat(arrays[d][order], starts)
-    kept = diff != 0
-    rows = order[starts[kept]]
+    # (grouped by every column but the diff, the key code first: sorted by it)
+    rows, (diff,) = _sorted_sums(
+        [arrays[k], *(a for i, a in enumerate(arrays) if i not in (d, k))], [arrays[d]], True)
     return pl.DataFrame([
-        pl.Series(n, diff[kept] if i == d else arrays[i][rows], dtype=schema[n])
+        pl.Series(n, diff if i == d else arrays[i][rows], dtype=schema[n])
         for i, n in enumerate(names)
     ]).with_columns(pl.col(KEY).set_sorted())
 
