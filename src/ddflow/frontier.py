@@ -180,31 +180,8 @@ class MutableAntichain:
     def update_iter(self, changes: Iterable[tuple[Sequence[int], int]]) -> list[tuple[Time, int]]:
         """Apply count changes and return the changes to the frontier (``+1`` for a time that
         joins it, ``-1`` for one that leaves it)."""
-        counts = self._counts
-        rebuild = False
-        le = self.time_type.less_equal
-        for t, d in changes:
-            if not d:
-                continue
-            t = tuple(t)
-            old = counts.get(t, 0)
-            new = old + d
-            if new:
-                counts[t] = new
-            else:
-                del counts[t]
-            if (old > 0) != (new > 0):
-                if new > 0:
-                    # a new positive time changes the frontier only if nothing in it is <= t
-                    if not any(le(f, t) for f in self._frontier):
-                        rebuild = True
-                elif t in self._frontier:
-                    rebuild = True
-        if not rebuild:
-            return []
         old_frontier = self._frontier
-        self._frontier = self._minimal()
-        if old_frontier == self._frontier:
+        if not self.apply_changes((tuple(t), d) for t, d in changes):
             return []
         out = ChangeBatch()
         for t in old_frontier:
@@ -213,19 +190,57 @@ class MutableAntichain:
             out.update(t, 1)
         return out.drain()
 
+    def apply_changes(self, changes: Iterable[tuple[Time, int]]) -> bool:
+        """Apply count changes (times as tuples); whether the frontier changed. (What progress
+        tracking asks of each target it pushes changes to, without the changes themselves.)"""
+        counts = self._counts
+        rebuild = False
+        for t, d in changes:
+            if not d:
+                continue
+            old = counts.get(t, 0)
+            new = old + d
+            if new:
+                counts[t] = new
+            else:
+                del counts[t]
+            if (old > 0) != (new > 0) and not rebuild:
+                if new > 0:
+                    # a new positive time changes the frontier only if nothing in it is <= t
+                    le = self.time_type.less_equal
+                    rebuild = not any(le(f, t) for f in self._frontier)
+                else:
+                    rebuild = t in self._frontier
+        if not rebuild:
+            return False
+        old_frontier = self._frontier
+        self._frontier = self._minimal()
+        return old_frontier != self._frontier
+
     def update(self, t: Sequence[int], delta: int) -> list[tuple[Time, int]]:
         return self.update_iter(((t, delta),))
 
     def _minimal(self) -> list[Time]:
-        positive = sorted(t for t, c in self._counts.items() if c > 0)
-        # sorted lexicographically (a linear extension), a time can only be dominated by an
-        # earlier one, so one pass against the kept minimal times suffices
-        le = self.time_type.less_equal
-        minimal: list[Time] = []
-        for t in positive:
-            if not any(le(m, t) for m in minimal):
-                minimal.append(t)
-        return minimal
+        return minimal_sorted(self.time_type,
+                              sorted(t for t, c in self._counts.items() if c > 0))
 
     def __repr__(self) -> str:
         return f"MutableAntichain(frontier={self._frontier}, counts={self._counts})"
+
+
+def minimal_sorted(time_type: TimeType, times: Iterable[Time]) -> list[Time]:
+    """The minimal elements of distinct ``times`` given in lexicographic order.
+
+    Sorted lexicographically (a linear extension of the order), a time can only be dominated
+    by an earlier one, so one pass against the minimal times kept so far suffices.
+
+    >>> from ddflow.lattice import EPOCHS
+    >>> minimal_sorted(EPOCHS.extend("product"), [(0, 3), (1, 0), (1, 4), (2, 1)])
+    [(0, 3), (1, 0)]
+    """
+    le = time_type.less_equal
+    minimal: list[Time] = []
+    for t in times:
+        if not any(le(m, t) for m in minimal):
+            minimal.append(t)
+    return minimal

@@ -56,7 +56,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from operator import add as _add
 
-from ddflow.frontier import Antichain, MutableAntichain
+from ddflow.frontier import MutableAntichain, minimal_sorted
 from ddflow.lattice import Coordinate, Time, TimeType
 
 __all__ = ["ProgressGraph", "Summary", "Tracker"]
@@ -187,10 +187,12 @@ class Tracker:
         self._targets: list[Port] = [p for p in tracked if p[0] not in on_demand]
         self._target_index = {p: k for k, p in enumerate(self._targets)}
         self._implied = [MutableAntichain(graph.inputs[n][i]) for n, i in self._targets]
-        #: every location (a source or a target port): the targets it reaches with their
-        #: minimal summaries (kept up to date from it), and its pointstamps' counts when an
-        #: on-demand frontier reads them
-        self._reaches: list[list[tuple[int, list[Summary]]]] = []
+        #: every location (a source or a target port): the targets it reaches (kept up to
+        #: date from it), by their minimal summaries from it (a summary is applied once for
+        #: all the targets it leads to: in nested loops a location reaches thirty targets by
+        #: a few distinct summaries), and its pointstamps' counts when an on-demand frontier
+        #: reads them
+        self._reaches: list[list[tuple[Summary, list[int]]]] = []
         self._location: dict[tuple[str, int, int], int] = {}
         #: an on-demand target -> the locations that reach it, with their minimal summaries
         self._into: dict[Port, list[tuple[int, list[Summary]]]] = {
@@ -201,8 +203,12 @@ class Tracker:
                     loc = len(self._reaches)
                     self._location[(kind, n, p)] = loc
                     summaries = self._reach((kind, n, p), tt)
-                    self._reaches.append([(self._target_index[q], s) for q, s in summaries.items()
-                                          if q in self._target_index])
+                    by_summary: dict[Summary, list[int]] = {}
+                    for q, ss in summaries.items():
+                        if q in self._target_index:
+                            for one in ss:
+                                by_summary.setdefault(one, []).append(self._target_index[q])
+                    self._reaches.append(list(by_summary.items()))
                     for q, s in summaries.items():
                         if q in self._into:
                             self._into[q].append((loc, s))
@@ -213,6 +219,13 @@ class Tracker:
         for into in self._into.values():
             for loc, _ in into:
                 self._read[loc] = True
+        #: an on-demand target -> its locations' summaries, by location
+        self._into_at: dict[Port, dict[int, list[Summary]]] = {
+            p: dict(into) for p, into in self._into.items()}
+        #: the locations holding counts now (a frontier read looks at these, not at every
+        #: location reaching the target: in a dataflow of nested loops, a join is reached from
+        #: over a hundred locations and a handful hold pointstamps)
+        self._held: set[int] = set()
         #: count changes not propagated yet: (location, time, delta)
         self._pending: list[tuple[int, Time, int]] = []
         #: how many of them the counts hold already (:meth:`count_pending`)
@@ -278,18 +291,22 @@ class Tracker:
         changes, without pushing the changes to any target: enough before a node whose
         frontiers are all on demand runs. The changes stay pending, and may still cancel
         with later ones before they are pushed (a message sent to a join and taken by it)."""
-        counts, read = self._counts, self._read
+        counts, read, held = self._counts, self._read, self._held
         if counts is None:
             return
         for loc, t, d in self._pending[self._counted:]:
             if not read[loc]:
                 continue
             at = counts[loc]
+            if not at:
+                held.add(loc)
             c = at.get(t, 0) + d
             if c:
                 at[t] = c
             else:
                 del at[t]
+                if not at:
+                    held.discard(loc)
         self._counted = len(self._pending)
 
     def propagate(self) -> set[int]:
@@ -314,8 +331,8 @@ class Tracker:
             reached = cache.get(key)
             if reached is None:
                 t = key[1]
-                reached = cache[key] = [(k, s.apply(t)) for k, summaries in self._reaches[key[0]]
-                                        for s in summaries]
+                reached = cache[key] = [(k, t2) for s, ks in self._reaches[key[0]]
+                                        for t2 in (s.apply(t),) for k in ks]
             for k, t2 in reached:
                 lst = per_target.get(k)
                 if lst is None:
@@ -323,7 +340,7 @@ class Tracker:
                 else:
                     lst.append((t2, d))
         for k, changes in per_target.items():
-            if self._implied[k].update_iter(changes):
+            if self._implied[k].apply_changes(changes):
                 changed.add(self._targets[k][0])
         return changed
 
@@ -331,26 +348,28 @@ class Tracker:
         """The frontier at an operator input: the minimal times that may still arrive there."""
         index = self._target_index.get((node, port))
         if index is None:
-            into = self._into.get((node, port))
+            into = self._into_at.get((node, port))
             if into is not None:
                 return self._frontier_now(self.graph.inputs[node][port], into)
             raise RuntimeError(f"the frontier of node {node} is not tracked: the node was "
                                "declared not to watch its frontier")
         return self._implied[index].frontier()
 
-    def _frontier_now(self, tt: TimeType, into: list[tuple[int, list[Summary]]]) -> list[Time]:
+    def _frontier_now(self, tt: TimeType, into: dict[int, list[Summary]]) -> list[Time]:
         """An on-demand frontier: the minimal times the pointstamps held at the locations
-        ``into`` imply through their summaries (as :class:`MutableAntichain` orders them)."""
-        assert self._counts is not None
+        ``into`` (location -> summaries) imply through their summaries (as
+        :class:`MutableAntichain` orders them). (A pointstamp's times are not cached as
+        :meth:`propagate` caches them: a step's reads find a fifth of them again.)"""
+        counts = self._counts
+        assert counts is not None
         times: set[Time] = set()
-        for loc, summaries in into:
-            at = self._counts[loc]
-            if at:
-                for t, c in at.items():
+        for loc in self._held:
+            summaries = into.get(loc)
+            if summaries is not None:
+                for t, c in counts[loc].items():
                     if c > 0:
                         times.update(s.apply(t) for s in summaries)
-        # (inserted in lexicographic order, a linear extension: the minimal times, sorted)
-        return Antichain(tt, sorted(times)).elements
+        return minimal_sorted(tt, sorted(times)) if len(times) > 1 else list(times)
 
     def implied(self, node: int, port: int) -> MutableAntichain:
         index = self._target_index.get((node, port))

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ddflow.frontier import Antichain, ChangeBatch, MutableAntichain
+from ddflow.frontier import Antichain, ChangeBatch, MutableAntichain, minimal_sorted
 from ddflow.lattice import EPOCHS, Time, TimeType
 
 HI = 3
@@ -172,6 +172,28 @@ def test_mutable_antichain_tracks_minimal_positive_times(args):
             assert m.count(t) == counts[t]
         assert m.is_empty() == (not positive)
         assert m.antichain() == minimal(tt, positive)
+
+
+@given(update_sequences())
+def test_mutable_antichain_apply_changes_says_whether_the_frontier_moved(args):
+    """``apply_changes`` (what progress tracking calls for each target) keeps the same
+    frontier as ``update_iter`` and answers exactly whether it moved."""
+    tt, batches = args
+    m = MutableAntichain(tt)
+    counts: Counter[Time] = Counter()
+    for batch in batches:
+        before = set(m.frontier())
+        moved = m.apply_changes([(tuple(t), d) for t, d in batch])
+        for t, d in batch:
+            counts[tuple(t)] += d
+        assert set(m.frontier()) == minimal(tt, [t for t, c in counts.items() if c > 0])
+        assert moved == (set(m.frontier()) != before)
+
+
+@given(tt_and_times())
+def test_minimal_sorted_is_the_minimal_times_in_order(args):
+    tt, ts = args
+    assert minimal_sorted(tt, sorted(set(ts))) == sorted(minimal(tt, ts))
 
 
 @given(update_sequences(), st.data())
