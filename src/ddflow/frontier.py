@@ -194,7 +194,7 @@ class MutableAntichain:
         """Apply count changes (times as tuples); whether the frontier changed. (What progress
         tracking asks of each target it pushes changes to, without the changes themselves.)"""
         counts = self._counts
-        rebuild = False
+        flipped: list[Time] = []  # the times that became positive or stopped being
         for t, d in changes:
             if not d:
                 continue
@@ -204,18 +204,24 @@ class MutableAntichain:
                 counts[t] = new
             else:
                 del counts[t]
-            if (old > 0) != (new > 0) and not rebuild:
-                if new > 0:
-                    # a new positive time changes the frontier only if nothing in it is <= t
-                    le = self.time_type.less_equal
-                    rebuild = not any(le(f, t) for f in self._frontier)
-                else:
-                    rebuild = t in self._frontier
-        if not rebuild:
+            if (old > 0) != (new > 0):
+                flipped.append(t)
+        # judged on the counts at the end: a time that left and came back (a message taken
+        # at one location and sent at another, in one round) changes nothing
+        frontier = self._frontier
+        le = self.time_type.less_equal
+        for t in flipped:
+            if counts.get(t, 0) > 0:
+                # a new positive time changes the frontier only if nothing in it is <= t
+                # (and a time of the frontier still positive changes nothing)
+                if not any(le(f, t) for f in frontier):
+                    break
+            elif t in frontier:
+                break
+        else:
             return False
-        old_frontier = self._frontier
         self._frontier = self._minimal()
-        return old_frontier != self._frontier
+        return frontier != self._frontier
 
     def update(self, t: Sequence[int], delta: int) -> list[tuple[Time, int]]:
         return self.update_iter(((t, delta),))
