@@ -257,7 +257,8 @@ class ReduceOp(Operator):
             return None, keyset
         codes, data, _ = kept
         have, want = np.asarray(codes), np.asarray(keyset)
-        if n == len(have) and np.array_equal(have, want):
+        if n == len(have) and (have.tolist() == want.tolist() if n <= SMALL_KEYS
+                               else np.array_equal(have, want)):
             return data, None
         k = self.kernels
         if not (hasattr(k, "keys_in") and hasattr(k, "union_reads")):
@@ -298,17 +299,18 @@ class ReduceOp(Operator):
                 a is not b for a, b in zip(now[len(parts):], added, strict=True)):
             del self._read[what]
             return
-        if added:
-            k = self.kernels
-            if not (hasattr(k, "keys_in") and hasattr(k, "union_reads")):
+        if not added:
+            return  # (the trace is as read)
+        k = self.kernels
+        if not (hasattr(k, "keys_in") and hasattr(k, "union_reads")):
+            del self._read[what]
+            return
+        new = k.keys_in(k.concat(added), keyset)
+        if k.height(new):
+            data = k.union_reads(data, new, keyset)
+            if not self._small(keyset, data):
                 del self._read[what]
                 return
-            new = k.keys_in(k.concat(added), keyset)
-            if k.height(new):
-                data = k.union_reads(data, new, keyset)
-                if not self._small(keyset, data):
-                    del self._read[what]
-                    return
         self._read[what] = (keyset, data, _weak(now))
 
     def _minimal_pending(self) -> list[Time]:
@@ -318,6 +320,11 @@ class ReduceOp(Operator):
             if not any(tt.less_equal(m, t) for m in minimal):
                 minimal.append(t)
         return minimal
+
+
+#: key sets of at most this many codes are compared as lists (NumPy's comparison costs more on
+#: a few)
+SMALL_KEYS = 64
 
 
 def _weak(parts: list[Any]) -> list[weakref.ref[Any]]:
