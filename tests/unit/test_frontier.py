@@ -8,6 +8,8 @@ Invariants checked:
 * ``ChangeBatch``: the consolidated changes are the per-time sums with zeros removed;
 * ``MutableAntichain``: after every update ``frontier() = minimal {t : count(t) > 0}``, even while
   some counts are negative, and the reported changes, accumulated, are ``+1`` per frontier element.
+  ``apply_changes`` says exactly whether the frontier moved;
+* ``minimal_sorted``: the minimal elements of sorted distinct times, in order.
 """
 
 from __future__ import annotations
@@ -176,8 +178,9 @@ def test_mutable_antichain_tracks_minimal_positive_times(args):
 
 @given(update_sequences())
 def test_mutable_antichain_apply_changes_says_whether_the_frontier_moved(args):
-    """``apply_changes`` (what progress tracking calls for each target) keeps the same
-    frontier as ``update_iter`` and answers exactly whether it moved."""
+    """``apply_changes`` (what progress tracking calls for each target) keeps the frontier
+    the minimal positive times, as ``update_iter`` does, and answers exactly whether it moved
+    (a time that leaves and comes back in one batch moves nothing)."""
     tt, batches = args
     m = MutableAntichain(tt)
     counts: Counter[Time] = Counter()
