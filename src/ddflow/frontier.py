@@ -206,6 +206,8 @@ class MutableAntichain:
                 del counts[t]
             if (old > 0) != (new > 0):
                 flipped.append(t)
+        if not flipped:
+            return False
         # judged on the counts at the end: a time that left and came back (a message taken
         # at one location and sent at another, in one round) changes nothing
         frontier = self._frontier

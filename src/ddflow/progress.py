@@ -194,9 +194,9 @@ class Tracker:
         #: reads them
         self._reaches: list[list[tuple[Summary, list[int]]]] = []
         self._location: dict[tuple[str, int, int], int] = {}
-        #: an on-demand target -> the locations that reach it, with their minimal summaries
-        self._into: dict[Port, list[tuple[int, list[Summary]]]] = {
-            p: [] for p in tracked if p[0] in on_demand}
+        #: an on-demand target -> the locations that reach it -> their minimal summaries
+        self._into: dict[Port, dict[int, list[Summary]]] = {
+            p: {} for p in tracked if p[0] in on_demand}
         for kind, ports in (("s", graph.outputs), ("t", graph.inputs)):
             for n, types in enumerate(ports):
                 for p, tt in enumerate(types):
@@ -211,17 +211,14 @@ class Tracker:
                     self._reaches.append(list(by_summary.items()))
                     for q, s in summaries.items():
                         if q in self._into:
-                            self._into[q].append((loc, s))
+                            self._into[q][loc] = s
         self._counts: list[dict[Time, int]] | None = (
             [{} for _ in self._reaches] if self._into else None)
         #: the locations whose counts an on-demand frontier reads (the others' are not kept)
         self._read = [False] * len(self._reaches)
         for into in self._into.values():
-            for loc, _ in into:
+            for loc in into:
                 self._read[loc] = True
-        #: an on-demand target -> its locations' summaries, by location
-        self._into_at: dict[Port, dict[int, list[Summary]]] = {
-            p: dict(into) for p, into in self._into.items()}
         #: the locations holding counts now (a frontier read looks at these, not at every
         #: location reaching the target: in a dataflow of nested loops, a join is reached from
         #: over a hundred locations and a handful hold pointstamps)
@@ -348,7 +345,7 @@ class Tracker:
         """The frontier at an operator input: the minimal times that may still arrive there."""
         index = self._target_index.get((node, port))
         if index is None:
-            into = self._into_at.get((node, port))
+            into = self._into.get((node, port))
             if into is not None:
                 return self._frontier_now(self.graph.inputs[node][port], into)
             raise RuntimeError(f"the frontier of node {node} is not tracked: the node was "

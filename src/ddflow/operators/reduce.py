@@ -38,6 +38,7 @@ from typing import Any
 
 import numpy as np
 
+from ddflow.frontier import minimal_sorted
 from ddflow.kernels.local_rows import members
 from ddflow.lattice import Time, TimeType
 from ddflow.timely import Operator
@@ -314,12 +315,7 @@ class ReduceOp(Operator):
         self._read[what] = (keyset, data, _weak(now))
 
     def _minimal_pending(self) -> list[Time]:
-        tt = self.tt
-        minimal: list[Time] = []
-        for t in sorted(self.pending):  # lexicographic: a linear extension of the order
-            if not any(tt.less_equal(m, t) for m in minimal):
-                minimal.append(t)
-        return minimal
+        return minimal_sorted(self.tt, sorted(self.pending))  # (lexicographic: a linear extension)
 
 
 #: key sets of at most this many codes are compared as lists (NumPy's comparison costs more on
