@@ -64,6 +64,8 @@ class TimeType:
     width: int = field(init=False, compare=False, repr=False)
     # flat positions of the first integer of every lexicographic pair
     _pairs: tuple[int, ...] = field(init=False, compare=False, repr=False)
+    # the time columns' names (asked for at every step of every operator)
+    _columns: tuple[str, ...] = field(init=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         pairs: list[int] = []
@@ -78,6 +80,7 @@ class TimeType:
                 raise ValueError(f"unknown time coordinate {c!r}")
         object.__setattr__(self, "width", width)
         object.__setattr__(self, "_pairs", tuple(pairs))
+        object.__setattr__(self, "_columns", tuple(f"__t{i}" for i in range(width)))
 
     # ----------------------------------------------------------------- structure
 
@@ -109,8 +112,8 @@ class TimeType:
         return (0,) * self.width
 
     def columns(self) -> list[str]:
-        """Names of the time columns of a batch in this scope."""
-        return [f"__t{i}" for i in range(self.width)]
+        """Names of the time columns of a batch in this scope (a new list: the caller's)."""
+        return list(self._columns)
 
     # ----------------------------------------------------------------- scalar order
 

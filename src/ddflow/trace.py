@@ -125,6 +125,14 @@ class Spine:
         #: merges of at least this many updates are done in steps (None: FUELED_ROWS; they
         #: never are where the runtime cannot cut batches by key)
         self.fueled_rows = fueled_rows
+        #: :meth:`parts`, kept until the batches change (read several times per step)
+        self._parts: list[Any] | None = None
+        #: batches inserted so far: a reader that knows what it read and which batches were
+        #: inserted since knows the trace's updates (merges and compaction change how they
+        #: are held, not what they accumulate to at times in advance of ``since``)
+        self.inserted = 0
+        #: merges and compactions begun so far (the batches held otherwise)
+        self.reshaped = 0
 
     # ------------------------------------------------------------------ readers
 
@@ -151,6 +159,8 @@ class Spine:
         in progress advance by ``FUEL`` updates per update inserted."""
         if height == 0:
             return
+        self._parts = None
+        self.inserted += 1
         for i in range(len(self.batches) - 1, -1, -1):
             b = self.batches[i]
             if type(b) is Merging:
@@ -175,6 +185,8 @@ class Spine:
         """Merge the batches from position ``i`` on into one (a :class:`Merging`, done in
         steps by later inserts, when large). A merge in progress among them is taken up
         whole: its inputs join the new merge (the ranges it merged are merged again)."""
+        self._parts = None
+        self.reshaped += 1
         inputs: list[Any] = []
         for b in self.batches[i:]:
             inputs += b.inputs if type(b) is Merging else [b]
@@ -203,6 +215,7 @@ class Spine:
 
     def _settle(self, i: int) -> None:
         """Put the result of the completed merge at position ``i`` in its place."""
+        self._parts = None
         merged = self.batches[i].result(self)
         h = self.kernels.height(merged)
         if h:
@@ -214,6 +227,8 @@ class Spine:
         """Merge every batch into one, advancing all times to ``since``."""
         if not self.batches:
             return
+        self._parts = None
+        self.reshaped += 1
         for i in range(len(self.batches) - 1, -1, -1):
             self._finish(i)
         if not self.batches:  # (the merges finished cancelled every update)
@@ -223,6 +238,7 @@ class Spine:
         self.merged_records += sum(self.sizes)
         h = self.kernels.height(merged)
         self.batches, self.sizes = ([merged], [h]) if h else ([], [])
+        self._parts = None
 
     # ------------------------------------------------------------------ reading
 
@@ -248,10 +264,14 @@ class Spine:
         return any(p is batch for p in self.parts())
 
     def parts(self) -> list[Any]:
-        """The batches, with the inputs of each merge in progress."""
-        parts: list[Any] = []
-        for b in self.batches:
-            parts += b.inputs if type(b) is Merging else [b]
+        """The batches, with the inputs of each merge in progress. (One list until the
+        batches change: the caller does not modify it.)"""
+        parts = self._parts
+        if parts is None:
+            parts = []
+            for b in self.batches:
+                parts += b.inputs if type(b) is Merging else [b]
+            self._parts = parts
         return parts
 
     def contents(self) -> Any:

@@ -13,7 +13,7 @@ import polars as pl
 import pytest
 
 import ddflow as dd
-from ddflow.operators.reduce import ReduceOp
+from ddflow.operators.reduce import SMALL_KEYS, ReduceOp
 from ddflow.testing import frame_to_counter, reference
 
 
@@ -169,10 +169,11 @@ def test_a_key_read_in_an_earlier_step_is_not_read_again(monkeypatch):
     reads: Counter = Counter()
     schedule = ReduceOp.schedule
     cached_steps = []
+    merged_since = []
 
     def spying(self: ReduceOp) -> None:
         k = self.kernels
-        kept = self._read.get("input")
+        kept, out = self._read.get("input"), self._read.get("output")
         queued = self.worker.queues[self.index][0]
         pending = [b for bs in self.pending.values() for b in bs]
         covered = (not queued and pending and kept is not None
@@ -182,6 +183,7 @@ def test_a_key_read_in_an_earlier_step_is_not_read_again(monkeypatch):
         schedule(self)
         if covered:
             cached_steps.append(sum(reads.values()) - before)
+            merged_since.append(out is not None and self.output.reshaped != out[2][1])
 
     monkeypatch.setattr(ReduceOp, "schedule", spying)
     flow, edges, result, live = _path_components(15)
@@ -189,14 +191,43 @@ def test_a_key_read_in_an_earlier_step_is_not_read_again(monkeypatch):
         op for op in flow.worker.operators if isinstance(op, ReduceOp)])
     _change_epochs(flow, edges, result, live, random.Random(3), range(2, 14), 16, 2)
     assert cached_steps and not any(cached_steps), cached_steps
+    # (some of them after their output's trace merged batches: a read is kept through merges)
+    assert any(merged_since)
+
+
+def test_a_kept_read_is_dropped_when_its_trace_gets_a_batch_it_was_not_given():
+    """A kept read stays valid while each batch inserted in its trace since is one the reduce
+    is given (and adds to the read); a batch inserted otherwise drops it (its updates were
+    not added), as does one given but not inserted."""
+    flow, edges, _, _ = _path_components(6)
+    op = next(o for o in flow.worker.operators
+              if isinstance(o, ReduceOp) and o.spec.kind == "agg")
+    edges.insert([(2, 9)])
+    flow.advance_to(2)
+    flow.run()
+    kept = op._read.get("input")
+    assert kept is not None
+    op._refresh("input", op.input, [])
+    assert op._read.get("input") is kept  # (nothing inserted since: kept as it is)
+    row = op.input.parts()[-1]  # (any arranged batch of the trace's schema)
+    op.input.insert(row, op.kernels.height(row))
+    op._refresh("input", op.input, [row])
+    assert op._read.get("input") is not None  # (given: its updates added)
+    op.input.insert(row, op.kernels.height(row))
+    op._refresh("input", op.input, [])
+    assert op._read.get("input") is None  # (not given)
+    op._keep("input", kept[0], kept[1])
+    op._refresh("input", op.input, [row])
+    assert op._read.get("input") is None  # (given, but not inserted)
 
 
 def test_a_kept_read_does_not_keep_the_batches_a_trace_let_go_of(monkeypatch):
-    """A read kept across steps remembers the batches it was made of only weakly: a batch
-    that a trace merges away (here in fueled steps, with small thresholds) is freed at once,
-    even while a read made from it is still kept (until the reduce's next step drops it).
-    Checked after every insert into a reduce's traces, with label propagation over epochs
-    of insertions and deletions, each against the reference."""
+    """A read kept across steps is kept across the trace's merges too (they change how the
+    updates are held, not what they accumulate to), and holds no batch of it: a batch that
+    a trace merges away (here in fueled steps, with small thresholds) is freed at once, even
+    while reads made from it are kept. Checked after every insert into a reduce's traces,
+    with label propagation over epochs of insertions and deletions, each against the
+    reference."""
     import gc
     import weakref
 
@@ -209,7 +240,8 @@ def test_a_kept_read_does_not_keep_the_batches_a_trace_let_go_of(monkeypatch):
     reduces = [op for op in flow.worker.operators if isinstance(op, ReduceOp)]
     spines = {id(sp): sp for op in reduces for sp in (op.input, op.output)}
     seen: list[weakref.ref[Any]] = []  # every batch these traces held
-    checks = {"stale": 0, "freed": 0}
+    checks = {"across": 0, "freed": 0}
+    merges_at: dict[int, tuple[Any, int]] = {}  # id(kept read) -> (it, merges when first seen)
     insert = trace.Spine.insert
 
     def checked(self: trace.Spine, *args: Any, **kwargs: Any) -> Any:
@@ -219,9 +251,11 @@ def test_a_kept_read_does_not_keep_the_batches_a_trace_let_go_of(monkeypatch):
         gc.collect()
         parts = {id(p) for sp in spines.values() for p in sp.parts()}
         for op in reduces:
-            for kept in op._read.values():
+            for what, kept in op._read.items():
                 parts.add(id(kept[1]))  # (a read's updates may be a batch itself)
-                checks["stale"] += any(r() is None for r in kept[2])
+                merged = (op.input if what == "input" else op.output).merged_records
+                first = merges_at.setdefault(id(kept), (kept, merged))[1]
+                checks["across"] += merged > first
         seen.extend(weakref.ref(p) for p in self.parts() if type(p) in (pl.DataFrame, Rows))
         # a batch still alive is in a trace, or is a kept read's updates themselves
         assert all(id(r()) in parts for r in seen if r() is not None)
@@ -230,5 +264,63 @@ def test_a_kept_read_does_not_keep_the_batches_a_trace_let_go_of(monkeypatch):
 
     monkeypatch.setattr(trace.Spine, "insert", checked)
     _change_epochs(flow, edges, result, live, random.Random(5), range(2, 9), 21, 3)
-    # reads were kept while a batch they were made of was let go of, and freed
-    assert checks["stale"] and checks["freed"]
+    # reads were kept while their trace merged batches, and merged batches were freed
+    assert checks["across"] and checks["freed"]
+
+
+def test_a_kept_read_through_indexes_holds_only_batches_of_its_trace(monkeypatch):
+    """A read through the indexes of large batches (an indexed history: here with small
+    thresholds, on a star whose centre is a heavy key) reads those batches themselves. Kept
+    across steps, it is dropped once its trace merged one of them away, not to keep it alive:
+    after every step of a reduce, each batch its kept reads index is one of its trace's. Label
+    propagation over epochs of insertions and deletions, each against the reference; such
+    reads must be kept, and dropped for that reason."""
+    from ddflow import trace
+    from ddflow.kernels import local_index
+
+    monkeypatch.setattr(local_index, "INDEXED_ROWS", 200)
+    monkeypatch.setattr(local_index, "HEAVY_ROWS", 4)
+    counts = {"indexed": 0, "dropped": 0}
+    schedule = ReduceOp.schedule
+    refresh = ReduceOp._refresh
+
+    def stepped(self: ReduceOp) -> None:
+        schedule(self)
+        for what, (_, data, _) in self._read.items():
+            if hasattr(data, "indexed"):
+                counts["indexed"] += 1
+                parts = (self.input if what == "input" else self.output).parts()
+                assert all(any(b is p for p in parts) for b, _, _ in data.indexed)
+
+    def refreshing(self: ReduceOp, what: str, spine: trace.Spine, added: list[Any]) -> None:
+        kept = self._read.get(what)
+        refresh(self, what, spine, added)
+        # (dropped though only merges changed the trace, and the read is of a few keys)
+        counts["dropped"] += (kept is not None and hasattr(kept[1], "indexed")
+                              and len(kept[0]) <= SMALL_KEYS
+                              and spine.inserted == kept[2][0] + len(added)
+                              and what not in self._read)
+
+    monkeypatch.setattr(ReduceOp, "schedule", stepped)
+    monkeypatch.setattr(ReduceOp, "_refresh", refreshing)
+    flow = dd.Dataflow()
+    edges = flow.input("edges", schema={"src": "int64", "dst": "int64"})
+    result = dd.graph.connected_components(edges).output()
+    live: Counter = Counter()
+    rng = random.Random(11)
+    for epoch in range(1, 13):
+        if epoch % 4 == 1:  # (many edges at once: large batches, merged with the others)
+            new = [(epoch, rng.randrange(1000)) for _ in range(600)]
+        elif epoch % 3 == 0:
+            gone = rng.choice([e for e in live if live[e]])
+            edges.remove([gone])
+            live[gone] -= 1
+            new = []
+        else:
+            new = [(rng.randrange(1000), rng.randrange(1000))]
+        edges.insert(new)
+        live.update(new)
+        flow.advance_to(epoch)
+        flow.run()
+        assert frame_to_counter(result.snapshot()) == reference(flow, {"edges": +live})[result]
+    assert counts["indexed"] and counts["dropped"], counts

@@ -53,6 +53,10 @@ HEAVY_ROWS = 64
 #: a batch's index sums the rows of its heavy keys about this many at a time
 SUMMARY_ROWS = 1 << 20
 
+#: a read of at most this many keys first asks each large batch's index whether any is
+#: heavy there (:meth:`BatchIndex.holds_heavy`), one key at a time
+FEW_HEAVY_CODES = 4
+
 #: interesting times' inputs of at most this many rows are given as rows
 SMALL_TIMES = 2_000
 
@@ -249,6 +253,17 @@ class BatchIndex:
         heavy_rows = int((self.hi[at[found]] - self.lo[at[found]]).sum())
         return heavy_rows + int(len(codes) - np.count_nonzero(found)) * self.light_max
 
+    def holds_heavy(self, codes: np.ndarray) -> bool:
+        """Whether any of ``codes`` (a few) is a heavy key of this batch: a search per code
+        (the arrays :func:`members` makes cost more than the search for one or two)."""
+        heavy = self.heavy
+        n = len(heavy)
+        for c in codes.tolist():
+            at = int(heavy.searchsorted(c))
+            if at < n and heavy[at] == c:
+                return True
+        return False
+
     def key_rows(self, codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The first and one-past-last row of each of ``codes`` (heavy keys of this batch)."""
         at = np.searchsorted(self.heavy, codes)
@@ -298,6 +313,10 @@ class IndexedHistory:
                  for p in parts]
         if not any(large):
             return None
+        if len(codes) <= FEW_HEAVY_CODES and not any(
+                BatchIndex.of(p, tt).holds_heavy(codes) for p, big in zip(parts, large,
+                                                                          strict=True) if big):
+            return None  # (a small step's keys, light everywhere: as members below, say)
         hits = [members(BatchIndex.of(p, tt).heavy, codes) if big else None
                 for p, big in zip(parts, large, strict=True)]
         if not any(h is not None and h.any() for h in hits):

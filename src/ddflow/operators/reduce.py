@@ -31,7 +31,6 @@ multiplicity, when there is at least one.
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -115,9 +114,9 @@ class ReduceOp(Operator):
         self.indexed = (spec.minmax_only and len(spec.aggs) == 1 and len(spec.keys) == 1
                         and tt.is_product)
         #: what was read of each arrangement, kept while the arrangement only grows by the
-        #: batches this operator sees: name -> (key codes, updates, the batches read, held
-        #: weakly)
-        self._read: dict[str, tuple[Any, Any, list[weakref.ref[Any]]]] = {}
+        #: batches this operator sees: name -> (key codes, updates, the arrangement's counts
+        #: of inserted batches and of merges when read)
+        self._read: dict[str, tuple[Any, Any, tuple[int, int]]] = {}
 
     def schedule(self) -> None:
         k = self.kernels
@@ -235,10 +234,12 @@ class ReduceOp(Operator):
     # keys of times pending from earlier steps. Later steps read them again: in a loop a key's
     # pending times become ready one iteration at a time, a step each. Between reads the
     # arrangements change only by the batches this operator is given (its input's new
-    # batches, its own output), added to what was read (:meth:`_refresh`), or by merges,
-    # which drop it. So a read is kept and the next reads read only the keys not read yet,
-    # unless the read is large (a first epoch's histories are most of the trace, and are
-    # read again by key ranges for the evaluation, not held through it).
+    # batches, its own output), added to what was read (:meth:`_refresh`), and by merges and
+    # compaction, which change how the updates are held, not what they accumulate to at the
+    # times read (a read of a few keys is kept through them, a larger one dropped). So a
+    # read is kept and the next reads read only the keys not read yet, unless the read is
+    # large (a first epoch's histories are most of the trace, and are read again by key
+    # ranges for the evaluation, not held through it).
 
     #: reads of at most this many keys and updates are kept (:meth:`_known`)
     KEEP_KEYS = 1 << 15
@@ -274,7 +275,7 @@ class ReduceOp(Operator):
     def _keep(self, what: str, keyset: Any, data: Any) -> Any:
         if self._small(keyset, data):
             spine = self.input if what == "input" else self.output
-            self._read[what] = (keyset, data, _weak(spine.parts()))
+            self._read[what] = (keyset, data, (spine.inserted, spine.reshaped))
         return data
 
     def _small(self, keyset: Any, data: Any) -> bool:
@@ -285,23 +286,28 @@ class ReduceOp(Operator):
             k.held_rows(data) if hasattr(k, "held_rows") else k.height(data)) <= self.KEEP_ROWS
 
     def _refresh(self, what: str, spine: Spine, added: list[Any]) -> None:
-        """Keep what was read of ``spine`` valid for the next reads: where the trace's
-        batches are the ones read followed by ``added`` (the batches inserted since, which
-        this operator is given: its input's new batches, or its own output's), their
-        updates of the kept keys are added to the read; a trace that merged or compacted
-        batches since, or a read grown too large, drops it."""
+        """Keep what was read of ``spine`` valid for the next reads: where the batches
+        inserted in the trace since the read are ``added`` (this operator is given every
+        batch its input's arrangement inserts, and inserts its output's itself), their
+        updates of the kept keys are added to the read. Merges and compaction since do not
+        matter: they change how the trace holds its updates (consolidated, times advanced),
+        not their accumulation at any time in advance of ``since``, the times read, and a
+        read of batches not merged yet is read the same way. But a read of more than
+        :data:`SMALL_KEYS` keys is dropped at a merge (kept longer, it would be copied with
+        the updates added at every step, where a read of the keys a step needs reads
+        less), and so is a read through the indexes of batches the trace let go of since,
+        not to keep them alive, and a read grown too large."""
         kept = self._read.get(what)
         if kept is None:
             return
-        keyset, data, parts = kept
-        now = spine.parts()
-        if len(now) != len(parts) + len(added) or any(
-                a() is not b for a, b in zip(parts, now[:len(parts)], strict=True)) or any(
-                a is not b for a, b in zip(now[len(parts):], added, strict=True)):
+        keyset, data, (inserted, reshaped) = kept
+        if spine.inserted != inserted + len(added) or (spine.reshaped != reshaped and (
+                (_count(keyset) or 0) > SMALL_KEYS
+                or (hasattr(data, "indexed") and not _holds_all(spine, data)))):
             del self._read[what]
             return
         if not added:
-            return  # (the trace is as read)
+            return  # (no update since the read)
         k = self.kernels
         if not (hasattr(k, "keys_in") and hasattr(k, "union_reads")):
             del self._read[what]
@@ -312,22 +318,22 @@ class ReduceOp(Operator):
             if not self._small(keyset, data):
                 del self._read[what]
                 return
-        self._read[what] = (keyset, data, _weak(now))
+        self._read[what] = (keyset, data, (spine.inserted, spine.reshaped))
 
     def _minimal_pending(self) -> list[Time]:
         return minimal_sorted(self.tt, sorted(self.pending))  # (lexicographic: a linear extension)
 
 
 #: key sets of at most this many codes are compared as lists (NumPy's comparison costs more on
-#: a few)
+#: a few), and reads of at most this many keys are kept through merges (:meth:`_refresh`)
 SMALL_KEYS = 64
 
 
-def _weak(parts: list[Any]) -> list[weakref.ref[Any]]:
-    """The batches a read was made of, held weakly: a kept read does not keep batches that
-    the trace let go of (a merge's inputs, once merged), and a batch gone is a trace
-    changed."""
-    return [weakref.ref(p) for p in parts]
+def _holds_all(spine: Spine, history: Any) -> bool:
+    """Whether the batches a history read through indexes reads are all still the trace's
+    (an :class:`~ddflow.kernels.local_index.IndexedHistory` holds them)."""
+    parts = spine.parts()
+    return all(any(b is p for p in parts) for b, _, _ in history.indexed)
 
 
 def _count(keyset: Any) -> int | None:
