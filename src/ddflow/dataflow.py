@@ -33,7 +33,7 @@ from ddflow.errors import (
     call_site,
 )
 from ddflow.kernels.local import DIFF, LocalKernels
-from ddflow.kernels.local_rows import SMALL_ROWS
+from ddflow.kernels.local_rows import SMALL_ROWS, Rows
 from ddflow.lattice import EPOCHS
 from ddflow.plan import Node, Plan, Scope
 from ddflow.schema import Schema
@@ -509,26 +509,53 @@ class Output:
         self.node = flow.plan.add("output", (collection._node,), collection.schema,
                                   flow.plan.top, {"sink": self}, site)
         flow.outputs.append(self)
-        self._log: list[tuple[int, pl.DataFrame]] = []
+        #: the changes of the completed epochs: (first epoch, last epoch, their changes), a
+        #: Polars frame, or a small batch as the local runtime holds it (rows), made a frame
+        #: when read (:meth:`_frames`): a frame made for each epoch of small updates costs
+        #: more than the steps that computed its changes
+        self._log: list[tuple[int, int, Any]] = []
+        #: entries of the log still held as rows
+        self._held = 0
         self._subscribers: list[Callable[[pd.DataFrame], None]] = []
         self.complete_through = -1
-        self._snapshot_cache: tuple[int, pl.DataFrame] | None = None
         #: wall-clock time at which each epoch completed (for latency measurements)
         self.completed_at: dict[int, float] = {}
         #: called with every completed epoch, changed or not (sinks that keep state current)
         self._epoch_listeners: list[Callable[[int], None]] = []
 
-    def _on_epoch(self, epoch: int, changes: pl.DataFrame | None) -> None:
+    def _on_epoch(self, epoch: int, changes: Any) -> None:
+        """Epoch ``epoch`` is complete, with ``changes`` (None, a Polars frame, or rows)."""
         self.complete_through = epoch
         self.completed_at[epoch] = _time.perf_counter()
         if changes is not None and changes.height:
-            self._log.append((epoch, changes))
+            if type(changes) is Rows and self._subscribers:
+                changes = changes.to_frame()
+            self._log.append((epoch, epoch, changes))
+            if type(changes) is Rows:
+                self._held += 1
+                if self._held >= HELD_EPOCHS:
+                    self._frames()
             if self._subscribers:
                 df = _changes_frame(changes, self.schema)
                 for cb in self._subscribers:
                     cb(df)
         for listener in self._epoch_listeners:
             listener(epoch)
+
+    def _frames(self) -> list[tuple[int, int, pl.DataFrame]]:
+        """The log, each run of entries held as rows (of one schema) made one frame."""
+        if self._held:
+            log: list[tuple[int, int, Any]] = []
+            for entry in self._log:
+                prev = log[-1] if log else None
+                if (type(entry[2]) is Rows and prev is not None and type(prev[2]) is Rows
+                        and prev[2].schema == entry[2].schema):
+                    log[-1] = (prev[0], entry[1], prev[2].like(prev[2].rows + entry[2].rows))
+                else:
+                    log.append(entry)
+            self._log = [(a, b, c.to_frame() if type(c) is Rows else c) for a, b, c in log]
+            self._held = 0
+        return self._log
 
     def subscribe(self, callback: Callable[[pd.DataFrame], None]) -> None:
         """Call ``callback`` with each completed epoch's non-empty changes (a pandas DataFrame of
@@ -540,7 +567,7 @@ class Output:
         epoch, in epoch order."""
         if not self._log:
             return _changes_frame(self._empty(), self.schema)
-        return _changes_frame(pl.concat([c for _, c in self._log]), self.schema)
+        return _changes_frame(pl.concat([c for _, _, c in self._frames()]), self.schema)
 
     def snapshot(self, epoch: int | None = None) -> pd.DataFrame:
         """The collection at a complete epoch (default: the last complete one): the columns plus
@@ -560,7 +587,8 @@ class Output:
         if epoch is None:
             epoch = self.complete_through
         names = list(self.schema.names)
-        parts = [c for e, c in self._log if e <= epoch]
+        parts = [c if last <= epoch else c.filter(pl.col("__t0") <= epoch)
+                 for first, last, c in self._frames() if first <= epoch]
         if not parts:
             return self._empty().select(names).with_columns(pl.lit(0, dtype=pl.Int64).alias("count")).clear()
         acc = (
@@ -574,6 +602,10 @@ class Output:
 
     def _empty(self) -> pl.DataFrame:
         return pl.DataFrame(schema={**dict(self.schema.polars_schema()), "__t0": pl.Int64, DIFF: pl.Int64})
+
+
+#: an output makes the epochs' changes it holds as rows one frame once it holds this many
+HELD_EPOCHS = 256
 
 
 def _changes_frame(batch: pl.DataFrame, schema: Schema) -> pd.DataFrame:

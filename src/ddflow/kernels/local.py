@@ -219,6 +219,11 @@ class LocalKernels:
     def to_polars(self, batch: Any) -> pl.DataFrame:
         return frame(batch)
 
+    def to_log(self, batch: Any) -> Any:
+        """A batch an output keeps: as it is (a frame, or rows the output makes a frame when
+        read)."""
+        return batch
+
     def from_rows(self, schema: dict[str, Any], rows: Callable[[], list[tuple[Any, ...]]]
                   ) -> Any:
         """A few updates given as rows (``rows()``, in the column order of ``schema``) as a

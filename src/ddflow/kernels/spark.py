@@ -380,6 +380,10 @@ class SparkKernels:
             d = d.otherwise(F.col(diff).cast("bigint"))
         return df.select(*cols, F.lit(epoch).cast("bigint").alias("__t0"), d.alias(DIFF))
 
+    def to_log(self, batch: DataFrame) -> pl.DataFrame:
+        """A batch an output keeps: collected (an output holds Polars frames)."""
+        return self.to_polars(batch)
+
     def to_polars(self, batch: DataFrame) -> pl.DataFrame:
         local = self.local_frame(batch)
         if local is not None:

@@ -88,7 +88,7 @@ class OutputOp(Operator):
             by_epoch = dict(self.kernels.split_by_time(self.kernels.consolidate(ready), EPOCHS))
         for e in range(self.complete_through + 1, last + 1):
             changes = by_epoch.get((e,))
-            self.on_epoch(e, None if changes is None else self.kernels.to_polars(changes))
+            self.on_epoch(e, None if changes is None else self.kernels.to_log(changes))
         self.complete_through = last
 
     def _epochs_pending(self) -> list[int]:
