@@ -1238,9 +1238,13 @@ def _time_bounds(batch: Batch, tcols: Sequence[str], least: bool) -> tuple[int, 
 
 
 def _greatest_times(part: Batch, tcols: Sequence[str]) -> tuple[int, ...] | None:
-    """:func:`_time_bounds` (greatest) of a trace's batch, remembered with a large one."""
-    if isinstance(part, Rows):
-        return _time_bounds(part, tcols, least=False)
+    """:func:`_time_bounds` (greatest) of a trace's batch, remembered with it (a batch of a
+    trace never changes)."""
+    if type(part) is Rows:
+        got = part._greatest
+        if got is None or got[0] != tuple(tcols):
+            got = part._greatest = (tuple(tcols), _time_bounds(part, tcols, least=False))
+        return got[1]
     known = getattr(part, "_dd_greatest", None)
     if known is None or known[0] != tuple(tcols):
         known = (tuple(tcols), _time_bounds(part, tcols, least=False))

@@ -58,10 +58,14 @@ def rowable(schema: dict[str, Any]) -> bool:
     return ok
 
 
+#: :meth:`Rows.getter`'s functions, by column order and the names asked for
+_GETTERS: dict[tuple[tuple[str, ...], tuple[str, ...]], Any] = {}
+
+
 class Rows:
     """A batch of updates as a list of tuples, in the column order of ``schema``."""
 
-    __slots__ = ("__weakref__", "_codes", "names", "rows", "schema")
+    __slots__ = ("__weakref__", "_codes", "_greatest", "names", "rows", "schema")
 
     def __init__(self, schema: dict[str, Any], rows: list[tuple[Any, ...]]) -> None:
         self.schema = schema
@@ -69,6 +73,9 @@ class Rows:
         self.rows = rows
         #: the sorted ``__key`` codes of an arranged batch, built on its first lookup
         self._codes: list[int] | None = None
+        #: the greatest value of each time column of a trace's batch (its time columns, and
+        #: them), found on first use (:func:`~ddflow.kernels.local._greatest_times`)
+        self._greatest: tuple[tuple[str, ...], tuple[int, ...] | None] | None = None
 
     @property
     def height(self) -> int:
@@ -89,12 +96,21 @@ class Rows:
         return pl.DataFrame(self.rows, schema=self.schema, orient="row")
 
     def getter(self, names: Sequence[str]) -> Any:
-        """A function from a row to the tuple of the named columns."""
-        idx = [self.names.index(n) for n in names]
-        if len(idx) == 1:
-            i = idx[0]
-            return lambda r: (r[i],)
-        return itemgetter(*idx) if idx else (lambda r: ())
+        """A function from a row to the tuple of the named columns (made once per column
+        order and names: a step asks for the same few many times)."""
+        key = (self.names, tuple(names))
+        got = _GETTERS.get(key)
+        if got is None:
+            idx = [self.names.index(n) for n in names]
+            if len(idx) == 1:
+                i = idx[0]
+                got = lambda r: (r[i],)  # noqa: E731
+            else:
+                got = itemgetter(*idx) if idx else (lambda r: ())
+            if len(_GETTERS) >= 4096:  # (many flows of many schemas: begin again)
+                _GETTERS.clear()
+            _GETTERS[key] = got
+        return got
 
     def project(self, names: Sequence[str]) -> Rows:
         """The named columns, in that order."""

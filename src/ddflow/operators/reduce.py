@@ -258,9 +258,10 @@ class ReduceOp(Operator):
         if kept is None or n is None:
             return None, keyset
         codes, data, _ = kept
+        if n <= SMALL_KEYS and len(codes) <= SMALL_KEYS:
+            return self._known_few(codes, data, keyset)
         have, want = np.asarray(codes), np.asarray(keyset)
-        if n == len(have) and (have.tolist() == want.tolist() if n <= SMALL_KEYS
-                               else np.array_equal(have, want)):
+        if n == len(have) and np.array_equal(have, want):
             return data, None
         k = self.kernels
         if not (hasattr(k, "keys_in") and hasattr(k, "union_reads")):
@@ -271,6 +272,26 @@ class ReduceOp(Operator):
             return None, keyset
         known = data if found == len(have) else k.keys_in(data, want[held])
         return known, (None if found == n else want[~held])
+
+    def _known_few(self, codes: Any, data: Any, keyset: Any) -> tuple[Any, Any]:
+        """:meth:`_known` where both key sets are small: compared as lists, matched in a
+        set (NumPy's comparisons and searches cost more on a few)."""
+        have = codes.tolist() if isinstance(codes, np.ndarray) else list(codes)
+        want = keyset.tolist() if isinstance(keyset, np.ndarray) else list(keyset)
+        if have == want:
+            return data, None
+        k = self.kernels
+        if not (hasattr(k, "keys_in") and hasattr(k, "union_reads")):
+            return None, keyset
+        held = set(have)
+        inside = [c for c in want if c in held]
+        if not inside:
+            return None, keyset
+        known = data if len(inside) == len(have) else k.keys_in(
+            data, np.array(inside, dtype=np.int64))
+        if len(inside) == len(want):
+            return known, None
+        return known, np.array([c for c in want if c not in held], dtype=np.int64)
 
     def _keep(self, what: str, keyset: Any, data: Any) -> Any:
         if self._small(keyset, data):
@@ -324,8 +345,9 @@ class ReduceOp(Operator):
         return minimal_sorted(self.tt, sorted(self.pending))  # (lexicographic: a linear extension)
 
 
-#: key sets of at most this many codes are compared as lists (NumPy's comparison costs more on
-#: a few), and reads of at most this many keys are kept through merges (:meth:`_refresh`)
+#: key sets of at most this many codes are compared and matched as lists (NumPy's comparisons
+#: cost more on a few), and reads of at most this many keys are kept through merges
+#: (:meth:`_refresh`)
 SMALL_KEYS = 64
 
 
