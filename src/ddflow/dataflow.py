@@ -543,17 +543,28 @@ class Output:
             listener(epoch)
 
     def _frames(self) -> list[tuple[int, int, pl.DataFrame]]:
-        """The log, each run of entries held as rows (of one schema) made one frame."""
+        """The log, each run of entries held as rows (in one column order) made one frame."""
         if self._held:
             log: list[tuple[int, int, Any]] = []
-            for entry in self._log:
-                prev = log[-1] if log else None
-                if (type(entry[2]) is Rows and prev is not None and type(prev[2]) is Rows
-                        and prev[2].schema == entry[2].schema):
-                    log[-1] = (prev[0], entry[1], prev[2].like(prev[2].rows + entry[2].rows))
+            run: list[Any] = []  # (first epoch, last epoch, the run's first batch, its rows)
+
+            def close() -> None:
+                if run:
+                    log.append((run[0], run[1], run[2].like(run[3]).to_frame()))
+                    run.clear()
+
+            for first, last, c in self._log:
+                if type(c) is not Rows:
+                    close()
+                    log.append((first, last, c))
+                elif run and c.names == run[2].names and c.schema == run[2].schema:
+                    run[1] = last
+                    run[3].extend(c.rows)
                 else:
-                    log.append(entry)
-            self._log = [(a, b, c.to_frame() if type(c) is Rows else c) for a, b, c in log]
+                    close()
+                    run.extend((first, last, c, list(c.rows)))
+            close()
+            self._log = log
             self._held = 0
         return self._log
 

@@ -131,7 +131,7 @@ class Spine:
         #: inserted since knows the trace's updates (merges and compaction change how they
         #: are held, not what they accumulate to at times in advance of ``since``)
         self.inserted = 0
-        #: merges and compactions begun so far (the batches held otherwise)
+        #: merges and compactions begun or done so far (the batches held otherwise)
         self.reshaped = 0
 
     # ------------------------------------------------------------------ readers
@@ -216,6 +216,7 @@ class Spine:
     def _settle(self, i: int) -> None:
         """Put the result of the completed merge at position ``i`` in its place."""
         self._parts = None
+        self.reshaped += 1
         merged = self.batches[i].result(self)
         h = self.kernels.height(merged)
         if h:

@@ -221,6 +221,26 @@ def test_a_kept_read_is_dropped_when_its_trace_gets_a_batch_it_was_not_given():
     assert op._read.get("input") is None  # (given, but not inserted)
 
 
+def test_a_kept_read_is_kept_through_a_merge_when_small(monkeypatch):
+    """Through a merge (here the trace compacted) a kept read of a few keys and updates is
+    kept; one of more updates than ``THROUGH_ROWS`` is dropped."""
+    flow, edges, _, _ = _path_components(6)
+    op = next(o for o in flow.worker.operators
+              if isinstance(o, ReduceOp) and o.spec.kind == "agg")
+    edges.insert([(2, 9)])
+    flow.advance_to(2)
+    flow.run()
+    kept = op._read.get("input")
+    assert kept is not None and 0 < op._rows(kept[1]) <= ReduceOp.THROUGH_ROWS
+    op.input.compact()
+    op._refresh("input", op.input, [])
+    assert op._read.get("input") is kept
+    monkeypatch.setattr(ReduceOp, "THROUGH_ROWS", op._rows(kept[1]) - 1)
+    op.input.compact()
+    op._refresh("input", op.input, [])
+    assert op._read.get("input") is None
+
+
 def test_a_kept_read_does_not_keep_the_batches_a_trace_let_go_of(monkeypatch):
     """A read kept across steps is kept across the trace's merges too (they change how the
     updates are held, not what they accumulate to), and holds no batch of it: a batch that
@@ -268,7 +288,8 @@ def test_a_kept_read_does_not_keep_the_batches_a_trace_let_go_of(monkeypatch):
     assert checks["across"] and checks["freed"]
 
 
-def test_a_kept_read_through_indexes_holds_only_batches_of_its_trace(monkeypatch):
+@pytest.mark.parametrize("fueled", [False, True], ids=["merged-at-once", "merged-in-steps"])
+def test_a_kept_read_through_indexes_holds_only_batches_of_its_trace(monkeypatch, fueled):
     """A read through the indexes of large batches (an indexed history: here with small
     thresholds, on a star whose centre is a heavy key) reads those batches themselves. Kept
     across steps, it is dropped once its trace merged one of them away, not to keep it alive:
@@ -280,6 +301,9 @@ def test_a_kept_read_through_indexes_holds_only_batches_of_its_trace(monkeypatch
 
     monkeypatch.setattr(local_index, "INDEXED_ROWS", 200)
     monkeypatch.setattr(local_index, "HEAVY_ROWS", 4)
+    if fueled:  # (a merge's inputs are the trace's until it is done, some inserts later)
+        monkeypatch.setattr(trace, "FUELED_ROWS", 64)
+        monkeypatch.setattr(trace, "FUEL_CHUNK", 16)
     counts = {"indexed": 0, "dropped": 0}
     schedule = ReduceOp.schedule
     refresh = ReduceOp._refresh

@@ -196,6 +196,41 @@ def test_a_long_trace_merges_in_steps_and_stays_geometric():
         assert trace_accumulation(s, key, (0, 3)) == accumulation(inserted, key, (0, 3))
 
 
+def test_the_counts_of_inserts_and_merges_say_how_the_batches_changed(monkeypatch):
+    """A reader of a trace (a reduce's kept read) relies on two counts: ``inserted`` grows by
+    one per batch inserted, and ``reshaped`` changes whenever the trace's batches (with a
+    merge in progress's inputs) change otherwise: merges begun, merges done some inserts
+    later, compaction. Checked after every insert and compaction of a trace whose merges go
+    in steps; ``parts`` is then the batches as they are."""
+    monkeypatch.setattr(trace, "FUEL_CHUNK", 8)
+    s = Spine(K, TT, ["k"], batch([]), fueled_rows=30)
+    rng = np.random.default_rng(7)
+    seen = {"merged": 0, "done later": 0}
+    for i in range(200):
+        before, reshaped, inserted = list(s.parts()), s.reshaped, s.inserted
+        rows = [(int(k), int(v), 0, i % 4, 1) for k, v in rng.integers(0, 30, (3, 2))]
+        b = batch(rows)
+        merging = [(x, list(x.inputs)) for x in s.batches if type(x) is trace.Merging]
+        s.insert(b, b.height)
+        after = s.parts()
+        assert s.inserted == inserted + 1
+        appended = len(after) == len(before) + 1 and all(
+            x is y for x, y in zip(before, after, strict=False)) and after[-1] is b
+        if not appended:  # (a merge begun may hold the same batches, as its inputs)
+            assert s.reshaped != reshaped, i
+            seen["merged"] += 1
+            seen["done later"] += any(all(m is not x for x in s.batches)
+                                      and any(all(p is not q for q in after) for p in inputs)
+                                      for m, inputs in merging)
+        if i % 50 == 49:
+            reshaped = s.reshaped
+            s.compact()
+            assert s.reshaped != reshaped
+        assert s.parts() == [y for x in s.batches
+                             for y in (x.inputs if type(x) is trace.Merging else [x])]
+    assert seen["merged"] and seen["done later"], seen
+
+
 @pytest.mark.parametrize("n", [70_000, 140_000])
 @pytest.mark.parametrize("small_rows", [0, 256])
 def test_lookups_of_few_and_of_many_keys_in_a_large_batch(n, small_rows):
