@@ -195,10 +195,9 @@ def test_a_key_read_in_an_earlier_step_is_not_read_again(monkeypatch):
     assert any(merged_since)
 
 
-def test_a_kept_read_is_dropped_when_its_trace_gets_a_batch_it_was_not_given():
-    """A kept read stays valid while each batch inserted in its trace since is one the reduce
-    is given (and adds to the read); a batch inserted otherwise drops it (its updates were
-    not added), as does one given but not inserted."""
+def _kept_input_read() -> tuple[ReduceOp, Any]:
+    """Components of a short path after one more edge: the loop's min reduce, and what it
+    keeps of its input's reads."""
     flow, edges, _, _ = _path_components(6)
     op = next(o for o in flow.worker.operators
               if isinstance(o, ReduceOp) and o.spec.kind == "agg")
@@ -207,6 +206,14 @@ def test_a_kept_read_is_dropped_when_its_trace_gets_a_batch_it_was_not_given():
     flow.run()
     kept = op._read.get("input")
     assert kept is not None
+    return op, kept
+
+
+def test_a_kept_read_is_dropped_when_its_trace_gets_a_batch_it_was_not_given():
+    """A kept read stays valid while each batch inserted in its trace since is one the reduce
+    is given (and adds to the read); a batch inserted otherwise drops it (its updates were
+    not added), as does one given but not inserted."""
+    op, kept = _kept_input_read()
     op._refresh("input", op.input, [])
     assert op._read.get("input") is kept  # (nothing inserted since: kept as it is)
     row = op.input.parts()[-1]  # (any arranged batch of the trace's schema)
@@ -224,14 +231,8 @@ def test_a_kept_read_is_dropped_when_its_trace_gets_a_batch_it_was_not_given():
 def test_a_kept_read_is_kept_through_a_merge_when_small(monkeypatch):
     """Through a merge (here the trace compacted) a kept read of a few keys and updates is
     kept; one of more updates than ``THROUGH_ROWS`` is dropped."""
-    flow, edges, _, _ = _path_components(6)
-    op = next(o for o in flow.worker.operators
-              if isinstance(o, ReduceOp) and o.spec.kind == "agg")
-    edges.insert([(2, 9)])
-    flow.advance_to(2)
-    flow.run()
-    kept = op._read.get("input")
-    assert kept is not None and 0 < op._rows(kept[1]) <= ReduceOp.THROUGH_ROWS
+    op, kept = _kept_input_read()
+    assert 0 < op._rows(kept[1]) <= ReduceOp.THROUGH_ROWS
     op.input.compact()
     op._refresh("input", op.input, [])
     assert op._read.get("input") is kept
