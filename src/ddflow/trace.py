@@ -185,8 +185,7 @@ class Spine:
         """Merge the batches from position ``i`` on into one (a :class:`Merging`, done in
         steps by later inserts, when large). A merge in progress among them is taken up
         whole: its inputs join the new merge (the ranges it merged are merged again)."""
-        self._parts = None
-        self.reshaped += 1
+        self._reshaping()
         inputs: list[Any] = []
         for b in self.batches[i:]:
             inputs += b.inputs if type(b) is Merging else [b]
@@ -204,6 +203,11 @@ class Spine:
             self.batches.append(merged)
             self.sizes.append(h)
 
+    def _reshaping(self) -> None:
+        """The batches are about to be held otherwise (a merge begun or done, compaction)."""
+        self._parts = None
+        self.reshaped += 1
+
     def _finish(self, i: int) -> bool:
         """Complete the merge in progress at position ``i``, if it is one (then True)."""
         b = self.batches[i]
@@ -215,8 +219,7 @@ class Spine:
 
     def _settle(self, i: int) -> None:
         """Put the result of the completed merge at position ``i`` in its place."""
-        self._parts = None
-        self.reshaped += 1
+        self._reshaping()
         merged = self.batches[i].result(self)
         h = self.kernels.height(merged)
         if h:
@@ -228,8 +231,7 @@ class Spine:
         """Merge every batch into one, advancing all times to ``since``."""
         if not self.batches:
             return
-        self._parts = None
-        self.reshaped += 1
+        self._reshaping()
         for i in range(len(self.batches) - 1, -1, -1):
             self._finish(i)
         if not self.batches:  # (the merges finished cancelled every update)
@@ -239,7 +241,6 @@ class Spine:
         self.merged_records += sum(self.sizes)
         h = self.kernels.height(merged)
         self.batches, self.sizes = ([merged], [h]) if h else ([], [])
-        self._parts = None
 
     # ------------------------------------------------------------------ reading
 
