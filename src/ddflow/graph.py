@@ -2,11 +2,14 @@
 
 Every algorithm here is a query over an ``edges`` collection (one record per directed edge; a
 record present with multiplicity ``k > 1`` counts as one edge, and the node set is every
-endpoint of an edge). Each returns a collection that ddflow keeps exact as ``edges`` (and the
-other inputs) change: the result at every epoch equals the algorithm run from scratch on the
-inputs at that epoch. The loops are ``iterate`` / ``prioritized_iterate``, so each result is the
-loop's fixed point (its limit), and a change of input revisits only the iterations and nodes whose
-values it changes (naiad-tech-report §2.4, Figure 7).
+endpoint of an edge). An edge's multiplicity must never go below zero (an edge removed more
+times than it was inserted): the label and distance loops join the edges as they are, without a
+``distinct`` first, and a negative edge would cancel what another edge sends. Each returns a
+collection that ddflow keeps exact as ``edges`` (and the other inputs) change: the result at
+every epoch equals the algorithm run from scratch on the inputs at that epoch. The loops are
+``iterate`` / ``prioritized_iterate``, so each result is the loop's fixed point (its limit),
+and a change of input revisits only the iterations and nodes whose values it changes
+(naiad-tech-report §2.4, Figure 7).
 
 Algorithms and the invariant each result satisfies at its fixed point:
 
@@ -81,6 +84,16 @@ def _edge_set(edges: Collection, src: str, dst: str) -> Collection:
     return edges.select(src=col(src), dst=col(dst)).distinct()
 
 
+def _edges(edges: Collection, src: str, dst: str) -> Collection:
+    """The edges as ``(src, dst)`` records, each with its multiplicity, for a loop that only
+    takes the least of what they carry (a label, a distance): an edge present twice sends
+    the same value twice, and the least is the same as from a set of edges. No ``distinct``:
+    it would keep two more arrangements of every edge and run a reduce at every change.
+    (An edge's multiplicity must not go below zero: removed more times than inserted, it
+    would cancel what another edge sends.)"""
+    return edges.select(src=col(src), dst=col(dst))
+
+
 def _node_set(e: Collection) -> Collection:
     """Every endpoint of ``e`` (a ``(src, dst)`` collection), once, as column ``node``."""
     return e.select(node=col("src")).concat(e.select(node=col("dst"))).distinct()
@@ -147,7 +160,7 @@ def connected_components(edges: Collection, src: str = "src", dst: str = "dst", 
     >>> cc.snapshot()["label"].tolist()
     [2, 2, 2, 2, 2]
     """
-    e = _edge_set(edges, src, dst)
+    e = _edges(edges, src, dst)
     # both directions of each edge; an edge present both ways (or a self-loop) appears twice,
     # which only doubles the multiplicity of the labels it sends: the minimum is the same, and
     # no distinct (two more arrangements of every edge) is needed
@@ -172,7 +185,7 @@ def reachability_labels(edges: Collection, src: str = "src", dst: str = "dst") -
     >>> labels.snapshot().to_dict("list")
     {'node': [1, 2, 3, 4], 'label': [1, 2, 2, 4], 'count': [1, 1, 1, 1]}
     """
-    e = _edge_set(edges, src, dst)
+    e = _edges(edges, src, dst)
     return _min_label_propagation(_node_set(e).with_columns(label=col("node")), e)
 
 
@@ -249,7 +262,7 @@ def bfs(edges: Collection, roots: Collection, src: str = "src", dst: str = "dst"
     >>> dist.snapshot()["distance"].tolist()
     [0, 1, 0, 1]
     """
-    e = _edge_set(edges, src, dst)
+    e = _edges(edges, src, dst)
     start = roots.select(node=col("node")).distinct().with_columns(
         distance=lit(0, "int64"))
     return start.iterate(lambda x: _relax(x, e, lit(1, "int64")))
@@ -292,8 +305,9 @@ def shortest_paths(edges: Collection, sources: Collection, src: str = "src", dst
         raise SchemaError(f"shortest_paths: weight column {weight!r} is {wtype}, not numeric",
                           site=site)
     dtype = "int64" if wtype.kind == "int" else "float64"
-    e = (edges.select(src=col(src), dst=col(dst), weight=col(weight).cast(dtype))
-         .group_by("src", "dst").agg(weight=dd_min("weight")))
+    # parallel edges are not reduced to their least weight first: the loop's least offer per
+    # node is the same (see _edges), without a reduce over every edge at each change
+    e = edges.select(src=col(src), dst=col(dst), weight=col(weight).cast(dtype))
     if "distance" in sources.schema:
         start = sources.select(node=col("node"), distance=col("distance").cast(dtype))
     else:

@@ -140,3 +140,79 @@ def test_shortest_paths_figure_19_on_a_small_weighted_graph():
     second = changes[changes["time"] == 1]
     assert sorted(second[["node", "distance", "diff"]].itertuples(index=False, name=None)) == [
         (1, 7, -1), (1, 10, 1), (3, 8, -1), (3, 11, 1)]
+
+
+def test_repeated_and_parallel_edges_count_once_in_every_label_and_distance_loop():
+    """The loops join the edges as given, without a ``distinct`` (or a least weight per
+    pair) first: an edge present twice sends the same label or distance twice, and only the
+    least counts. Removing one copy of a doubled edge changes no result; removing the last
+    copy does; a parallel edge's least weight counts, and the next least once it is gone.
+    Every output row has multiplicity 1."""
+    flow = dd.Dataflow()
+    edges = flow.input("edges", schema={"src": "int64", "dst": "int64"})
+    weighted = flow.input("weighted", schema={"src": "int64", "dst": "int64", "weight": "int64"})
+    roots = flow.input("roots", schema={"node": "int64"})
+    outs = {
+        "cc": dd.graph.connected_components(edges).output(),
+        "cc_prioritized": dd.graph.connected_components(edges, prioritized=True).output(),
+        "reach": dd.graph.reachability_labels(edges).output(),
+        "bfs": dd.graph.bfs(edges, roots).output(),
+        "sssp": dd.graph.shortest_paths(weighted, roots).output(),
+    }
+
+    def results() -> dict[str, dict[int, int]]:
+        got = {}
+        for name, out in outs.items():
+            snap = out.snapshot()
+            assert (snap["count"] == 1).all(), (name, snap)
+            got[name] = dict(snap.drop(columns="count").itertuples(index=False, name=None))
+        return got
+
+    def epoch(insert=(), remove=(), insert_w=(), remove_w=()) -> dict[str, dict[int, int]]:
+        edges.insert(list(insert))
+        edges.remove(list(remove))
+        weighted.insert(list(insert_w))
+        weighted.remove(list(remove_w))
+        flow.advance_to(flow.epoch + 1)
+        flow.run()
+        return results()
+
+    roots.insert([1])
+    first = epoch(insert=[(1, 2), (1, 2), (2, 3), (3, 2), (4, 5)],
+                  insert_w=[(1, 2, 5), (1, 2, 3), (1, 2, 3), (2, 3, 1)])
+    assert first == {
+        "cc": {1: 1, 2: 1, 3: 1, 4: 4, 5: 4}, "cc_prioritized": {1: 1, 2: 1, 3: 1, 4: 4, 5: 4},
+        "reach": {1: 1, 2: 1, 3: 1, 4: 4, 5: 4}, "bfs": {1: 0, 2: 1, 3: 2},
+        "sssp": {1: 0, 2: 3, 3: 4}}
+    # one copy of each doubled edge gone: the other still counts, nothing changes
+    before = len(outs["cc"].changes()), len(outs["sssp"].changes())
+    assert epoch(remove=[(1, 2)], remove_w=[(1, 2, 3)]) == first
+    assert (len(outs["cc"].changes()), len(outs["sssp"].changes())) == before
+    # the last copies gone: 1 is cut off; the parallel edge of weight 5 counts now
+    second = epoch(remove=[(1, 2)], remove_w=[(1, 2, 3)])
+    assert second == {
+        "cc": {2: 2, 3: 2, 4: 4, 5: 4}, "cc_prioritized": {2: 2, 3: 2, 4: 4, 5: 4},
+        "reach": {2: 2, 3: 2, 4: 4, 5: 4}, "bfs": {1: 0}, "sssp": {1: 0, 2: 5, 3: 6}}
+    # the same edge inserted three times, then removed twice: present once
+    assert epoch(insert=[(5, 2)] * 3)["cc"] == {2: 2, 3: 2, 4: 2, 5: 2}
+    third = epoch(remove=[(5, 2)] * 2)
+    assert third["cc"] == {2: 2, 3: 2, 4: 2, 5: 2}
+    assert third["reach"] == {2: 2, 3: 2, 4: 4, 5: 4}
+
+
+def test_the_label_and_distance_loops_arrange_the_edges_once():
+    """Connected components, reachability, BFS and shortest paths run no reduce over the
+    edges before their loop (a distinct, or a least weight per pair, keeps two more
+    arrangements of every edge and runs at every change): their reduces are the node set's
+    or the roots' ``distinct`` and the loop's least."""
+    def reduces(build) -> list[str]:
+        flow = dd.Dataflow()
+        edges = flow.input("edges", schema={"src": "int64", "dst": "int64", "weight": "int64"})
+        roots = flow.input("roots", schema={"node": "int64"})
+        build(edges, roots).output()
+        return [n.op for n in flow.plan.nodes if n.op in ("reduce", "distinct", "group_by")]
+
+    assert len(reduces(lambda e, r: dd.graph.connected_components(e))) == 2
+    assert len(reduces(lambda e, r: dd.graph.reachability_labels(e))) == 2
+    assert len(reduces(lambda e, r: dd.graph.bfs(e, r))) == 2
+    assert len(reduces(lambda e, r: dd.graph.shortest_paths(e, r))) == 2
