@@ -333,6 +333,9 @@ class LocalKernels:
         cols = tt.columns()
         if batch.height == 0:
             return []
+        one = one_time(batch, cols)
+        if one is not None:  # (a step's output is mostly at one time: no partition)
+            return [(one, batch)]
         parts = batch.partition_by(cols, as_dict=True, maintain_order=True)
         return sorted(((tuple(k), v) for k, v in parts.items()), key=lambda kv: kv[0])  # type: ignore[arg-type]
 
@@ -1183,6 +1186,20 @@ def shares_key(batch: pl.DataFrame, keys: Sequence[str]) -> bool:
     :meth:`LocalKernels.key_codes` makes it when the column has no nulls)?"""
     return (len(keys) == 1 and batch.schema[keys[0]] == pl.Int64
             and batch.get_column(keys[0]).null_count() == 0)
+
+
+def one_time(batch: pl.DataFrame, tcols: Sequence[str]) -> Time | None:
+    """The time of every row of ``batch`` (not empty) when they all have the same one, else
+    None: each time column's least and greatest value (a few microseconds each, where a
+    partition or a select of them costs hundreds)."""
+    time = []
+    for c in tcols:
+        s = batch.get_column(c)
+        lo = s.min()
+        if lo is None or s.max() != lo:
+            return None
+        time.append(int(lo))  # type: ignore[arg-type]
+    return tuple(time)
 
 
 def sorted_by_key(batch: pl.DataFrame) -> pl.DataFrame:

@@ -29,6 +29,7 @@ from ddflow.kernels.local import (
     balanced_cuts,
     join_exprs,
     le_expr,
+    one_time,
     run_starts,
     shares_key,
     time_columns,
@@ -87,7 +88,7 @@ def interesting_times(new: pl.DataFrame, history: pl.DataFrame, tt: TimeType,
     if new.height + history.height <= _limit(small_rows):
         return _interesting_times_rows(new, history, tt, jkeys)
     new, history = frame(new), frame(history)
-    one = _one_time(new, tcols)
+    one = one_time(new, tcols)
     if one is None:
         fresh = new.select(cols).unique()
     else:  # (a step's new updates are often all at one time: the keys suffice)
@@ -230,17 +231,6 @@ def _key_times(batch: Any, key: str, tcols: Sequence[str]
     return batch.get_column(key).to_numpy(), [batch.get_column(c).to_numpy() for c in tcols]
 
 
-def _one_time(batch: pl.DataFrame, tcols: Sequence[str]) -> Time | None:
-    """The time of every row of ``batch`` when they all have the same one, else None."""
-    ends = batch.select([*(pl.col(c).min().alias(f"__lo{i}") for i, c in enumerate(tcols)),
-                         *(pl.col(c).max().alias(f"__hi{i}") for i, c in enumerate(tcols))])
-    row = ends.row(0)
-    lo, hi = row[:len(tcols)], row[len(tcols):]
-    if lo != hi or any(x is None for x in lo):
-        return None
-    return tuple(int(x) for x in lo)
-
-
 def _distinct_keys(batch: pl.DataFrame, keys: Sequence[str]) -> pl.DataFrame:
     """The distinct ``(KEY, *keys)`` rows of ``batch``, sorted by ``KEY``: of the key code
     alone where it is a copy of the one key column (one column, several times cheaper to
@@ -368,7 +358,7 @@ def minmax_unchanged(spec: ReduceSpec, new: Any, out_history: Any, tt: TimeType,
     mins, maxs = _extremes(spec)
     ins, ret = pl.col(DIFF) > 0, pl.col(DIFF) < 0
     by, carried = _by_key(new, spec.keys)
-    one = _one_time(new, tcols)  # (then the diffs summed per key are those per key and time)
+    one = one_time(new, tcols)  # (then the diffs summed per key are those per key and time)
     g = new.group_by(by).agg(
         *carried,
         *[pl.col(t).min().alias(f"__m{i}") for i, t in enumerate(tcols)],
