@@ -221,9 +221,11 @@ def strongly_connected_components(edges: Collection, src: str = "src",
     >>> scc.snapshot()["component"].tolist()
     [1, 1, 1, 1]
     """
-    e = _edge_set(edges, src, dst)
+    e = _edges(edges, src, dst)
     # the body ends in a reduce (distinct): it emits only real changes of the edge set, so the
-    # loop sees no differences (and stops) once the set stops changing
+    # loop sees no differences (and stops) once the set stops changing. The loop starts from
+    # the edges as given: an edge present twice is one record of the body's first result, and
+    # the loop's first round takes its second copy off (no distinct over every edge first)
     intra = e.iterate(lambda y: _trim_and_reverse(_trim_and_reverse(y)).distinct())
     on_cycle = _min_label_propagation(_node_set(intra).with_columns(label=col("node")), intra)
     nodes = _node_set(e)

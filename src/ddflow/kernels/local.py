@@ -267,7 +267,8 @@ class LocalKernels:
             return batch.filter(_any_nonzero(sums))
         # the key code first: a packed sum then leaves an arranged batch sorted by it
         keys = sorted((c for c in batch.columns if c not in sums), key=lambda c: c != KEY)
-        return grouped_sums(batch, keys, sums, drop_zero=True).select(batch.columns)
+        out = grouped_sums(batch, keys, sums, drop_zero=True)
+        return out if out.columns == batch.columns else out.select(batch.columns)
 
     def enter(self, batch: Batch, outer: TimeType, inner: TimeType,
               priority: pl.Expr | None = None) -> Batch:
