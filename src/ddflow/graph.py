@@ -3,13 +3,13 @@
 Every algorithm here is a query over an ``edges`` collection (one record per directed edge; a
 record present with multiplicity ``k > 1`` counts as one edge, and the node set is every
 endpoint of an edge). An edge's multiplicity must never go below zero (an edge removed more
-times than it was inserted): the label and distance loops join the edges as they are, without a
-``distinct`` first, and a negative edge would cancel what another edge sends. Each returns a
-collection that ddflow keeps exact as ``edges`` (and the other inputs) change: the result at
-every epoch equals the algorithm run from scratch on the inputs at that epoch. The loops are
-``iterate`` / ``prioritized_iterate``, so each result is the loop's fixed point (its limit),
-and a change of input revisits only the iterations and nodes whose values it changes
-(naiad-tech-report §2.4, Figure 7).
+times than it was inserted): the loops take the edges as they are, without a ``distinct``
+first, and a negative edge would cancel what another edge sends. Each returns a collection that
+ddflow keeps exact as ``edges`` (and the other inputs) change: the result at every epoch equals
+the algorithm run from scratch on the inputs at that epoch. The loops are ``iterate`` /
+``prioritized_iterate``, so each result is the loop's fixed point (its limit), and a change of
+input revisits only the iterations and nodes whose values it changes (naiad-tech-report §2.4,
+Figure 7).
 
 Algorithms and the invariant each result satisfies at its fixed point:
 

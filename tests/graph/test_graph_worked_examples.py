@@ -158,6 +158,7 @@ def test_repeated_and_parallel_edges_count_once_in_every_label_and_distance_loop
         "reach": dd.graph.reachability_labels(edges).output(),
         "bfs": dd.graph.bfs(edges, roots).output(),
         "sssp": dd.graph.shortest_paths(weighted, roots).output(),
+        "scc": dd.graph.strongly_connected_components(edges).output(),
     }
 
     def results() -> dict[str, dict[int, int]]:
@@ -183,7 +184,7 @@ def test_repeated_and_parallel_edges_count_once_in_every_label_and_distance_loop
     assert first == {
         "cc": {1: 1, 2: 1, 3: 1, 4: 4, 5: 4}, "cc_prioritized": {1: 1, 2: 1, 3: 1, 4: 4, 5: 4},
         "reach": {1: 1, 2: 1, 3: 1, 4: 4, 5: 4}, "bfs": {1: 0, 2: 1, 3: 2},
-        "sssp": {1: 0, 2: 3, 3: 4}}
+        "sssp": {1: 0, 2: 3, 3: 4}, "scc": {1: 1, 2: 2, 3: 2, 4: 4, 5: 5}}
     # one copy of each doubled edge gone: the other still counts, nothing changes
     before = len(outs["cc"].changes()), len(outs["sssp"].changes())
     assert epoch(remove=[(1, 2)], remove_w=[(1, 2, 3)]) == first
@@ -192,19 +193,26 @@ def test_repeated_and_parallel_edges_count_once_in_every_label_and_distance_loop
     second = epoch(remove=[(1, 2)], remove_w=[(1, 2, 3)])
     assert second == {
         "cc": {2: 2, 3: 2, 4: 4, 5: 4}, "cc_prioritized": {2: 2, 3: 2, 4: 4, 5: 4},
-        "reach": {2: 2, 3: 2, 4: 4, 5: 4}, "bfs": {1: 0}, "sssp": {1: 0, 2: 5, 3: 6}}
+        "reach": {2: 2, 3: 2, 4: 4, 5: 4}, "bfs": {1: 0}, "sssp": {1: 0, 2: 5, 3: 6},
+        "scc": {2: 2, 3: 2, 4: 4, 5: 5}}
     # the same edge inserted three times, then removed twice: present once
     assert epoch(insert=[(5, 2)] * 3)["cc"] == {2: 2, 3: 2, 4: 2, 5: 2}
     third = epoch(remove=[(5, 2)] * 2)
     assert third["cc"] == {2: 2, 3: 2, 4: 2, 5: 2}
     assert third["reach"] == {2: 2, 3: 2, 4: 4, 5: 4}
+    assert third["scc"] == {2: 2, 3: 2, 4: 4, 5: 5}
+    # a cycle through a doubled edge: 2 -> 5 (twice) -> 2, and 4 <-> 5
+    assert epoch(insert=[(2, 5), (2, 5), (5, 4)])["scc"] == {2: 2, 3: 2, 4: 2, 5: 2}
+    assert epoch(remove=[(2, 5)])["scc"] == {2: 2, 3: 2, 4: 2, 5: 2}
+    assert epoch(remove=[(2, 5)])["scc"] == {2: 2, 3: 2, 4: 4, 5: 4}
 
 
 def test_the_label_and_distance_loops_arrange_the_edges_once():
-    """Connected components, reachability, BFS and shortest paths run no reduce over the
-    edges before their loop (a distinct, or a least weight per pair, keeps two more
-    arrangements of every edge and runs at every change): their reduces are the node set's
-    or the roots' ``distinct`` and the loop's least."""
+    """Connected components, reachability, BFS, shortest paths and strongly connected
+    components run no reduce over the edges before their loops (a distinct, or a least
+    weight per pair, keeps two more arrangements of every edge and runs at every change):
+    their reduces are the node sets' or the roots' ``distinct``, the loops' least, and the
+    strongly connected components' own distincts."""
     def reduces(build) -> list[str]:
         flow = dd.Dataflow()
         edges = flow.input("edges", schema={"src": "int64", "dst": "int64", "weight": "int64"})
@@ -216,3 +224,7 @@ def test_the_label_and_distance_loops_arrange_the_edges_once():
     assert len(reduces(lambda e, r: dd.graph.reachability_labels(e))) == 2
     assert len(reduces(lambda e, r: dd.graph.bfs(e, r))) == 2
     assert len(reduces(lambda e, r: dd.graph.shortest_paths(e, r))) == 2
+    # strongly connected components: the outer loop's distinct; the node set's distinct and
+    # the least in each of its three label propagations; the nodes of the edges' distinct,
+    # and the antijoin's distinct of the nodes on a cycle (none over the edges themselves)
+    assert len(reduces(lambda e, r: dd.graph.strongly_connected_components(e))) == 9
