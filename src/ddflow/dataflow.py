@@ -289,6 +289,7 @@ class InputCollection(Collection):
         self._native: list[Any] = []
         self._messages: list[tuple[int, pl.DataFrame]] = []
         self._op: Any = None
+        self._batch_columns: dict[str, Any] | None = None
 
     @property
     def epoch(self) -> int:
@@ -406,8 +407,12 @@ class InputCollection(Collection):
         self._messages.append((self._epoch, batch))
 
     def _batch_schema(self) -> dict[str, Any]:
-        """The columns of an input batch: the data's, its epoch and its diff."""
-        return {**dict(self.schema.polars_schema()), "__t0": pl.Int64, DIFF: pl.Int64}
+        """The columns of an input batch: the data's, its epoch and its diff (made once: a
+        Polars schema costs several microseconds to build, at every epoch)."""
+        if self._batch_columns is None:
+            self._batch_columns = {**dict(self.schema.polars_schema()), "__t0": pl.Int64,
+                                   DIFF: pl.Int64}
+        return dict(self._batch_columns)
 
     def _advance(self, epoch: int, site: CallSite | None) -> None:
         self._flush()

@@ -45,12 +45,25 @@ class CallSite:
         return f"{self.filename}:{self.lineno} in {self.function}"
 
 
+#: whether a code object's file is in the package, by file name as the code gives it (every
+#: insert, remove and advance asks for its call site: a path made absolute once per file)
+_IN_PACKAGE: dict[str, bool] = {}
+
+
+def _in_package(filename: str) -> bool:
+    inside = _IN_PACKAGE.get(filename)
+    if inside is None:
+        inside = os.path.abspath(filename).startswith(_PACKAGE_DIR + os.sep)
+        if len(_IN_PACKAGE) < 4096:  # (generated code can have many names)
+            _IN_PACKAGE[filename] = inside
+    return inside
+
+
 def call_site() -> CallSite | None:
     """The innermost stack frame outside the ddflow package: the user's line."""
     frame = sys._getframe(1)
     while frame is not None:
-        filename = os.path.abspath(frame.f_code.co_filename)
-        if not filename.startswith(_PACKAGE_DIR + os.sep):
+        if not _in_package(frame.f_code.co_filename):
             return CallSite(frame.f_code.co_filename, frame.f_lineno, frame.f_code.co_name)
         frame = frame.f_back  # type: ignore[assignment]
     return None
