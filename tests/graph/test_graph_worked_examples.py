@@ -208,11 +208,10 @@ def test_repeated_and_parallel_edges_count_once_in_every_label_and_distance_loop
 
 
 def test_the_label_and_distance_loops_arrange_the_edges_once():
-    """Connected components, reachability, BFS, shortest paths and strongly connected
-    components run no reduce over the edges before their loops (a distinct, or a least
-    weight per pair, keeps two more arrangements of every edge and runs at every change):
-    their reduces are the node sets' or the roots' ``distinct``, the loops' least, and the
-    strongly connected components' own distincts."""
+    """Connected components, reachability, BFS and shortest paths run no reduce over the
+    edges before their loop (a distinct, or a least weight per pair, keeps two more
+    arrangements of every edge and runs at every change): their reduces are the node set's
+    or the roots' ``distinct`` and the loop's least."""
     def reduces(build) -> list[str]:
         flow = dd.Dataflow()
         edges = flow.input("edges", schema={"src": "int64", "dst": "int64", "weight": "int64"})
@@ -224,7 +223,3 @@ def test_the_label_and_distance_loops_arrange_the_edges_once():
     assert len(reduces(lambda e, r: dd.graph.reachability_labels(e))) == 2
     assert len(reduces(lambda e, r: dd.graph.bfs(e, r))) == 2
     assert len(reduces(lambda e, r: dd.graph.shortest_paths(e, r))) == 2
-    # strongly connected components: the outer loop's distinct; the node set's distinct and
-    # the least in each of its three label propagations; the nodes of the edges' distinct,
-    # and the antijoin's distinct of the nodes on a cycle (none over the edges themselves)
-    assert len(reduces(lambda e, r: dd.graph.strongly_connected_components(e))) == 9
