@@ -46,7 +46,8 @@ class CallSite:
 
 
 #: whether a code object's file is in the package, by file name as the code gives it (every
-#: insert, remove and advance asks for its call site: a path made absolute once per file)
+#: insert, remove and advance asks for its call site: a path made absolute once per file; a
+#: relative name is resolved against the working directory of its first use)
 _IN_PACKAGE: dict[str, bool] = {}
 
 

@@ -1190,9 +1190,9 @@ def shares_key(batch: pl.DataFrame, keys: Sequence[str]) -> bool:
 
 
 def one_time(batch: pl.DataFrame, tcols: Sequence[str]) -> Time | None:
-    """The time of every row of ``batch`` (not empty) when they all have the same one, else
-    None: each time column's least and greatest value (a few microseconds each, where a
-    partition or a select of them costs hundreds)."""
+    """The time of every row of ``batch`` when they all have the same one, else None (also
+    for no row): each time column's least and greatest value (a few microseconds each, where
+    a partition or a select of them costs hundreds)."""
     time = []
     for c in tcols:
         s = batch.get_column(c)
