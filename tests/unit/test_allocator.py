@@ -1,5 +1,6 @@
-"""ddflow sets Polars' allocator to hand freed pages back at once (``ddflow._allocator``)
-before Polars loads, unless the environment says otherwise: checked in fresh interpreters."""
+"""ddflow sets Polars' allocator to hand freed pages back soon, by a background thread
+(``ddflow._allocator``), before Polars loads, unless the environment says otherwise: checked
+in fresh interpreters."""
 
 from __future__ import annotations
 
@@ -48,6 +49,9 @@ os.environ["_RJEM_MALLOC_CONF"] += ",stats_print:true"
 import polars as pl
 pl.DataFrame({{"a": [1, 2]}}).sum()
 """
-    found = re.search(r"opt\.muzzy_decay_ms: (-?\d+)", run(script, None))
+    report = run(script, None)
+    found = re.search(r"opt\.muzzy_decay_ms: (-?\d+)", report)
     assert found, "jemalloc printed no options"
     assert int(found.group(1)) == 0
+    assert re.search(r"opt\.dirty_decay_ms: 100\b", report)
+    assert re.search(r"opt\.background_thread: true\b", report)
