@@ -16,14 +16,15 @@ step that happens to come while most of them are still held. Five loads of conne
 components on a million edges with each setting, alternating (each then timing updates of 1,
 10, 100 and 1,000 changes; medians of the loads' medians):
 
-* Polars' decay: peak 866-945 MiB, first result 3.64 s, updates 2.74 / 24.1 / 73.3 / 235 ms;
-* 100 ms, background thread: peak 824-846 MiB, first result 3.33 s, updates 2.47 / 22.2 /
-  71.2 / 245 ms;
-* 100 ms without it: peak 822-831 MiB, first result 3.56 s, updates 2.71 / 23.2 / 79.0 / 254
-  ms (an earlier two pairs of runs of this one had found the first result and the 1,000-change
-  updates a fifth slower);
-* 200 ms, background thread: peak 832-853 MiB, first result 3.50 s, updates 2.59 / 23.8 / 75.2
-  / 254 ms.
+* ``muzzy_decay_ms:0`` alone (Polars' half second for dirty pages): peak 866-945 MiB, first
+  result 3.64 s, updates 2.74 / 24.1 / 73.3 / 235 ms;
+* with ``dirty_decay_ms:100`` and the background thread (this module's setting): peak 824-846
+  MiB, first result 3.33 s, updates 2.47 / 22.2 / 71.2 / 245 ms;
+* with ``dirty_decay_ms:100`` without the thread: peak 822-831 MiB, first result 3.56 s,
+  updates 2.71 / 23.2 / 79.0 / 254 ms (an earlier two pairs of runs of this one had found the
+  first result and the 1,000-change updates a fifth slower);
+* with ``dirty_decay_ms:200`` and the thread: peak 832-853 MiB, first result 3.50 s, updates
+  2.59 / 23.8 / 75.2 / 254 ms.
 
 What it costs: a workload that frees and allocates again tens of MB per epoch, tens of
 milliseconds apart, faults its pages in again. The ``throughput`` benchmark (a join and a
