@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 import polars as pl
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -437,6 +438,81 @@ def test_fenced_key_ranges_equal_a_binary_search(data: st.DataObject) -> None:
     empty = np.zeros(0, dtype=np.int64)
     lo, hi = key_ranges(empty, codes, empty[::FENCE].copy())
     assert not lo.any() and not hi.any()
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.data())
+def test_direct_key_ranges_equal_a_binary_search(data: st.DataObject) -> None:
+    """``dense_ranges`` through a direct index (``dense_offsets``) against
+    ``numpy.searchsorted``, left and right: codes spanning up to ``DENSE_SPAN`` times the rows
+    (some absent, some keys in long runs), anywhere in the int64 range up to its ends, looked
+    up with codes present, absent, below and above the span, and the int64 extremes (which
+    must not wrap around). A batch under ``DENSE_ROWS`` rows, or whose codes span more, has
+    no direct index."""
+    from ddflow.kernels.local_rows import (
+        DENSE_ROWS,
+        DENSE_SPAN,
+        dense_offsets,
+        dense_ranges,
+        is_dense,
+    )
+
+    seed = data.draw(st.integers(0, 2**32 - 1))
+    rng = np.random.default_rng(seed)
+    n = data.draw(st.sampled_from([DENSE_ROWS - 1, DENSE_ROWS, 3 * DENSE_ROWS]))
+    span = data.draw(st.sampled_from([1, n // 3, n, DENSE_SPAN * n, DENSE_SPAN * n + 1]))
+    lo64, hi64 = np.iinfo(np.int64).min, np.iinfo(np.int64).max
+    base = data.draw(st.sampled_from([0, -5, 2**40, lo64 + 1, hi64 - span]))
+    keys = np.sort(base + rng.integers(0, span, n))
+    keys[0], keys[-1] = base, base + span - 1  # (the span exactly)
+    if span > 2:
+        keys[n // 2: n // 2 + n // 4] = keys[n // 2]  # (a long run)
+    expect = n >= DENSE_ROWS and span <= DENSE_SPAN * n and base - 1 >= lo64 and keys[-1] < hi64
+    assert is_dense(keys) == expect
+    index = dense_offsets(keys)
+    assert (index is not None) == expect
+    if index is None:
+        return
+    m = data.draw(st.sampled_from([1, 50, 3_000]))
+    codes = np.concatenate((rng.choice(keys, m), base + rng.integers(-3, span + 3, m),
+                            [lo64, hi64, base - 1, base, base + span - 1],
+                            [base + span] if base + span <= hi64 else []))
+    if data.draw(st.booleans()):
+        codes = np.unique(codes)  # (a lookup's codes are sorted and unique; any order works)
+    got_lo, got_hi = dense_ranges(index[0], index[1], codes.astype(np.int64))
+    assert got_lo.dtype == got_hi.dtype == np.int64
+    assert got_lo.tolist() == np.searchsorted(keys, codes, side="left").tolist()
+    assert got_hi.tolist() == np.searchsorted(keys, codes, side="right").tolist()
+
+
+@pytest.mark.parametrize("spread", [1, 1_000])
+def test_few_keys_looked_up_in_large_batches(spread: int) -> None:
+    """``lookup_few`` (a small update's read of a few keys in every batch of a trace) against
+    a filter of each batch, with keys dense enough for a direct index (``spread`` 1) and too
+    sparse for one (binary searches): present, absent, below and above every key, over two
+    large batches and a small one, in batch order; None when more than ``limit`` rows match."""
+    from ddflow.kernels.local_rows import ColumnCache, lookup_few
+
+    rng = np.random.default_rng(5)
+    k = LocalKernels()
+    parts: list[Any] = []
+    for n in (9_000, 5_000, 40):
+        f = pl.DataFrame({"k": rng.integers(0, n // 3, n) * spread, "v": rng.integers(0, 9, n),
+                          "__t0": np.zeros(n, dtype=np.int64),
+                          "__diff": np.ones(n, dtype=np.int64)})
+        parts.append(as_rows(k.arrange(f, ["k"])))
+    assert [type(p) for p in parts] == [pl.DataFrame, pl.DataFrame, Rows]
+    assert [ColumnCache.of(p).dense() is not None for p in parts[:2]] == [spread == 1] * 2
+    names = list(parts[0].columns)
+    for codes in ([0], [spread * 7, spread * 1_500, spread * 2_900], [-4, spread * 10**6],
+                  sorted({int(c) for c in rng.integers(0, 3_000, 12) * spread})):
+        got = lookup_few(parts, np.array(codes, dtype=np.int64), 10_000)
+        assert got is not None
+        want = [r for p in parts for r in (p.rows if type(p) is Rows else p.rows())
+                if r[names.index("__key")] in set(codes)]
+        assert got.rows == want
+    heavy = np.array([int(parts[0]["__key"][0])], dtype=np.int64)
+    assert lookup_few(parts, heavy, 0) is None
 
 
 @settings(max_examples=150, deadline=None)

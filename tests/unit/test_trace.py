@@ -233,20 +233,22 @@ def test_the_counts_of_inserts_and_merges_say_how_the_batches_changed(monkeypatc
 
 @pytest.mark.parametrize("n", [70_000, 140_000])
 @pytest.mark.parametrize("small_rows", [0, 256])
-def test_lookups_of_few_and_of_many_keys_in_a_large_batch(n, small_rows):
+@pytest.mark.parametrize("spread", [1, 1_000])
+def test_lookups_of_few_and_of_many_keys_in_a_large_batch(n, small_rows, spread):
     """A lookup finds exactly the asked keys' rows, in key order, whether it searches key by
-    key (few keys; through the batch's fences at ``FENCED_ROWS`` rows and more, and giving
-    rows where few match) or filters the whole batch (many keys: ``LOOKUP_SCAN``)."""
+    key (few keys; through the batch's direct index where its keys are dense, ``spread`` 1,
+    else through its fences at ``FENCED_ROWS`` rows and more; giving rows where few match)
+    or filters the whole batch (many keys: ``LOOKUP_SCAN``)."""
     from ddflow.kernels.local_rows import FENCED_CODES, FENCED_ROWS, ColumnCache
 
     rng = np.random.default_rng(11)
     big = LocalKernels(small_rows=small_rows)
-    rows = pl.DataFrame({"k": rng.integers(0, n // 4, n), "v": rng.integers(0, 9, n),
+    rows = pl.DataFrame({"k": rng.integers(0, n // 4, n) * spread, "v": rng.integers(0, 9, n),
                          "__t0": np.zeros(n, dtype=np.int64), "__t1": rng.integers(0, 3, n),
                          "__diff": np.ones(n, dtype=np.int64)})
     arranged = big.arrange(rows, ["k"])
     for m in (1, 30, FENCED_CODES * 2, 1_000, 5_000, 15_000):
-        codes = np.unique(rng.integers(-5, n // 4 + 5, m))
+        codes = np.unique(rng.integers(-5, n // 4 + 5, m) * spread)
         got = as_frame(big.lookup(arranged, codes))
         assert got.get_column("__key").is_sorted()
         wanted = set(codes.tolist())
@@ -254,7 +256,9 @@ def test_lookups_of_few_and_of_many_keys_in_a_large_batch(n, small_rows):
         assert sorted(got.select(rows.columns).rows()) == sorted(expected)
         if m >= 5_000:
             assert m * L.LOOKUP_SCAN >= n  # (the filtering path)
-    assert (ColumnCache.of(arranged).fence is not None) == (n >= FENCED_ROWS)
+    cache = ColumnCache.of(arranged)
+    assert (cache.dense() is not None) == (spread == 1)
+    assert (cache.fence is not None) == (n >= FENCED_ROWS and spread > 1)
 
 
 def test_a_merge_in_steps_that_cancels_out_leaves_the_spine_consistent():

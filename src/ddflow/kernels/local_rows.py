@@ -417,6 +417,13 @@ FENCED_ROWS = 1 << 17
 FENCED_CODES = 64
 _FENCE_STEPS = tuple(FENCE >> s for s in range(1, FENCE.bit_length()))  # 128, 64, ..., 1
 _MAX_CODE = np.iinfo(np.int64).max
+_MIN_CODE = np.iinfo(np.int64).min
+#: batches of at least this many rows whose key codes are dense are indexed directly
+#: (:func:`dense_offsets`) ...
+DENSE_ROWS = 1 << 12
+#: ... when their codes span at most this many times their rows (the offsets, 4 bytes per
+#: code of the span, then take at most the key column's 8 bytes per row)
+DENSE_SPAN = 2
 
 
 def key_ranges(keys: np.ndarray, codes: np.ndarray, fence: np.ndarray | None = None
@@ -449,13 +456,47 @@ def key_ranges(keys: np.ndarray, codes: np.ndarray, fence: np.ndarray | None = N
     return pos[:len(codes)], pos[len(codes):]
 
 
+def dense_offsets(keys: np.ndarray) -> tuple[int, np.ndarray] | None:
+    """A direct index of sorted key codes that span few values (node ids, say): ``(base,
+    offsets)`` with ``offsets[j]`` the number of codes below ``base + j``, for ``j`` from 0
+    to the span (the rows of code ``c`` are then ``offsets[c - base]`` up to
+    ``offsets[c - base + 1]``: two reads, where a binary search of a large batch misses the
+    cache at nearly every level). None for a batch under :data:`DENSE_ROWS` rows, or whose
+    codes span more than :data:`DENSE_SPAN` times its rows (hashed keys)."""
+    if not is_dense(keys):
+        return None
+    n, base, last = len(keys), int(keys[0]), int(keys[-1])
+    # (the codes searched in order: each search reads near the one before)
+    offsets = np.searchsorted(keys, np.arange(base, last + 2, dtype=np.int64))
+    return base, offsets.astype(np.int32 if n < 2**31 else np.int64)
+
+
+def is_dense(keys: np.ndarray) -> bool:
+    """Whether sorted key codes get a direct index (:func:`dense_offsets`)."""
+    n = len(keys)
+    if n < DENSE_ROWS:
+        return False
+    base, last = int(keys[0]), int(keys[-1])
+    return base != _MIN_CODE and last != _MAX_CODE and last - base + 1 <= DENSE_SPAN * n
+
+
+def dense_ranges(base: int, offsets: np.ndarray, codes: np.ndarray
+                 ) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`key_ranges` through a direct index (:func:`dense_offsets`): a code below the
+    span gets the empty range at 0, one above it the empty range at the end."""
+    span = len(offsets) - 1
+    lo = offsets[np.clip(codes, base, base + span) - base]
+    hi = offsets[np.clip(codes, base - 1, base + span - 1) - (base - 1)]
+    return lo.astype(np.int64), hi.astype(np.int64)
+
+
 class ColumnCache:
     """NumPy views of the columns of a large arranged frame, so that a lookup of a few keys
     gathers a few values per column instead of calling Polars (whose gather costs hundreds of
     microseconds on a large frame whatever the number of rows taken), and the fences of its
     key codes (:func:`key_ranges`)."""
 
-    __slots__ = ("arrays", "copies", "fence", "keys", "schema")
+    __slots__ = ("_dense", "arrays", "copies", "fence", "keys", "schema")
 
     @staticmethod
     def of(f: pl.DataFrame) -> ColumnCache | None:
@@ -470,7 +511,11 @@ class ColumnCache:
     def __init__(self, f: pl.DataFrame) -> None:
         self.schema = dict(f.schema)
         self.keys = f.get_column(KEY).to_numpy()
-        self.fence = self.keys[::FENCE].copy() if len(self.keys) >= FENCED_ROWS else None
+        #: the direct index of the key codes (:func:`dense_offsets`), built on first use;
+        #: False where there is none (then a large batch has fences)
+        self._dense: tuple[int, np.ndarray] | bool | None = None if is_dense(self.keys) else False
+        self.fence = (self.keys[::FENCE].copy()
+                      if self._dense is False and len(self.keys) >= FENCED_ROWS else None)
         self.arrays: list[Any] = []
         #: column name -> the name of an earlier column viewing the same buffer (a key code
         #: that is its key column, :func:`~ddflow.kernels.local.share_key`): equal values
@@ -489,8 +534,21 @@ class ColumnCache:
             else:
                 self.arrays.append(s)  # gathered per lookup (nulls, strings, dates)
 
+    def dense(self) -> tuple[int, np.ndarray] | None:
+        """The direct index of the key codes, if they are dense (:func:`dense_offsets`)."""
+        d = self._dense
+        if d is None:
+            built = dense_offsets(self.keys)
+            self._dense = False if built is None else built
+            return built
+        return d if isinstance(d, tuple) else None
+
     def ranges(self, codes: Any) -> tuple[np.ndarray, np.ndarray]:
-        """The positions of the rows of each of ``codes``: :func:`key_ranges`."""
+        """The positions of the rows of each of ``codes``: :func:`key_ranges`, or through
+        the direct index where there is one."""
+        d = self.dense()
+        if d is not None:
+            return dense_ranges(d[0], d[1], np.asarray(codes, dtype=np.int64))
         return key_ranges(self.keys, codes, self.fence)
 
     def take(self, idx: np.ndarray, names: Sequence[str] | None = None) -> Rows:
@@ -565,13 +623,26 @@ def lookup_few(parts: Sequence[Batch], codes: Any, limit: int) -> Rows | None:
             if len(ks) == 0:
                 continue
             sch = cache.schema
-            for c in cs:
-                lo = int(ks.searchsorted(c))
-                if lo < len(ks) and ks[lo] == c:
-                    hi = int(ks.searchsorted(c, "right"))
-                    if len(out) + hi - lo > limit:
-                        return None
-                    out.extend(cache.take_range(lo, hi).rows)
+            d = cache.dense()
+            if d is not None:  # (two reads of the direct index per code)
+                base, offsets = d
+                span = len(offsets) - 1
+                for c in cs:
+                    j = c - base
+                    if 0 <= j < span:
+                        lo, hi = int(offsets[j]), int(offsets[j + 1])
+                        if hi > lo:
+                            if len(out) + hi - lo > limit:
+                                return None
+                            out.extend(cache.take_range(lo, hi).rows)
+            else:
+                for c in cs:
+                    lo = int(ks.searchsorted(c))
+                    if lo < len(ks) and ks[lo] == c:
+                        hi = int(ks.searchsorted(c, "right"))
+                        if len(out) + hi - lo > limit:
+                            return None
+                        out.extend(cache.take_range(lo, hi).rows)
         if schema is None:
             schema, names = sch, tuple(sch)
         elif tuple(sch) != names:
