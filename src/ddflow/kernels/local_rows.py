@@ -424,6 +424,10 @@ DENSE_ROWS = 1 << 12
 #: ... when their codes span at most this many times their rows (the offsets, 4 bytes per
 #: code of the span, then take at most the key column's 8 bytes per row)
 DENSE_SPAN = 2
+#: ... built by searching each code where a code has this many rows on average, else by
+#: counting (a search per code measured 3.4 ms for 70,000 rows over 131,072 codes, counts
+#: 0.9 ms; at 4.9M rows 6.4 ms against 16.9 ms)
+DENSE_SEARCH = 16
 
 
 def key_ranges(keys: np.ndarray, codes: np.ndarray, fence: np.ndarray | None = None
@@ -466,8 +470,14 @@ def dense_offsets(keys: np.ndarray) -> tuple[int, np.ndarray] | None:
     if not is_dense(keys):
         return None
     n, base, last = len(keys), int(keys[0]), int(keys[-1])
-    # (the codes searched in order: each search reads near the one before)
-    offsets = np.searchsorted(keys, np.arange(base, last + 2, dtype=np.int64))
+    span = last - base + 1
+    if n > DENSE_SEARCH * span:
+        # many rows per code: a search of each code in order (each reads near the last)
+        offsets = np.searchsorted(keys, np.arange(base, last + 2, dtype=np.int64))
+    else:  # (one pass over the rows, counting each code's)
+        offsets = np.empty(span + 1, dtype=np.int64)
+        offsets[0] = 0
+        np.cumsum(np.bincount(keys - base, minlength=span), out=offsets[1:])
     return base, offsets.astype(np.int32 if n < 2**31 else np.int64)
 
 
