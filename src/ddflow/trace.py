@@ -14,8 +14,9 @@ Invariant: for every time ``u`` in advance of ``since``, the accumulation at ``u
 equals that of the updates inserted. The size of a trace is therefore bounded by the live data
 (distinct ``(data, time)`` pairs after advancing), not by the length of its history.
 
-*Lookups.* ``lookup(codes)`` gathers the updates of a few keys from every batch by binary search,
-in time proportional to the keys and ``log n``. (For a key per few dozen rows of a batch, a
+*Lookups.* ``lookup(codes)`` gathers the updates of a few keys from every batch by binary search
+(or, in a runtime that keeps one, through a batch's direct index of dense key codes), in time
+proportional to the keys and ``log n``. (For a key per few dozen rows of a batch, a
 runtime may scan the batch once instead, a cost still bounded by the keys asked; a reader that
 matches keys itself, a join, then takes the batch whole: ``lookup(codes, within=True)``.)
 

@@ -5,7 +5,9 @@ A *batch* is a ``polars.DataFrame`` whose columns are the collection's data colu
 ``__diff`` (``int64``). Every row is one update ``(data, time, diff)``. An *arranged* batch adds
 ``__key``: an ``int64`` code of the arrangement's key columns (the key itself for a single integer
 key, otherwise a row hash), and is sorted by it, so that a lookup of ``k`` keys in a batch of
-``n`` rows costs ``O(k log n)`` (``numpy.searchsorted``), never a scan.
+``n`` rows costs ``O(k log n)`` (``numpy.searchsorted``), or ``O(k)`` where a large batch's codes
+are dense enough for a direct index (:func:`~ddflow.kernels.local_rows.dense_offsets`), never a
+scan.
 
 Invariants of the kernels:
 

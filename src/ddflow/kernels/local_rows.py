@@ -503,8 +503,8 @@ def dense_ranges(base: int, offsets: np.ndarray, codes: np.ndarray
 class ColumnCache:
     """NumPy views of the columns of a large arranged frame, so that a lookup of a few keys
     gathers a few values per column instead of calling Polars (whose gather costs hundreds of
-    microseconds on a large frame whatever the number of rows taken), and the fences of its
-    key codes (:func:`key_ranges`)."""
+    microseconds on a large frame whatever the number of rows taken), and the direct index
+    (:func:`dense_offsets`) or else the fences (:func:`key_ranges`) of its key codes."""
 
     __slots__ = ("_dense", "arrays", "copies", "fence", "keys", "schema")
 
