@@ -304,14 +304,16 @@ def _interesting_times_rows(new: Any, history: Any, tt: TimeType,
         closed = {lub(n, e) for n in times for e in known}  # U, as the columnar path
         ordered = sorted(closed)
         if not all(le(a, b) for a, b in pairwise(ordered)):
-            todo = list(closed)
-            while todo:
-                t = todo.pop()
-                for e in list(closed):
-                    u = lub(t, e)
-                    if u not in closed:
-                        closed.add(u)
-                        todo.append(u)
+            # the lubs of U's nonempty subsets, adding one member of U at a time: a member
+            # and its lubs with what is closed so far (closed under lubs before it, and
+            # after), or nothing where it is one of those lubs already. Each member is
+            # paired once with the set, not each time found with all of it (several
+            # milliseconds for a key of a nested loop, whose lifts move two coordinates)
+            closed = set()
+            for g in ordered:
+                if g not in closed:
+                    closed |= {lub(g, c) for c in closed}
+                    closed.add(g)
         for t in closed:
             by_time.setdefault(t, []).append(key)
     schema = {c: new.schema[c] for c in jkeys}
