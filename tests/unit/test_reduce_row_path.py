@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 import polars as pl
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from polars.testing import assert_frame_equal
@@ -113,6 +114,12 @@ def test_row_path_equals_columnar_path(case):
     rows = as_frame(reduce_evaluate(spec, queries, history, out_history, tt, small_rows=10**9))
     columnar = as_frame(reduce_evaluate(spec, queries, history, out_history, tt, small_rows=-1))
     assert_frame_equal(consolidated(rows), consolidated(columnar), check_exact=True)
+    # one query per key (each key's group read at one time, as a small update's steps ask)
+    once = queries.unique(subset=[KEY, *spec.keys], keep="first", maintain_order=True)
+    once_rows = reduce_evaluate(spec, once, history, out_history, tt, small_rows=10**9)
+    once_columnar = reduce_evaluate(spec, once, history, out_history, tt, small_rows=-1)
+    assert_frame_equal(consolidated(as_frame(once_rows)), consolidated(as_frame(once_columnar)),
+                       check_exact=True)
     # the columnar path in slices of keys, as for a large history
     limit, local_reduce.EVALUATE_SLICE_ROWS = local_reduce.EVALUATE_SLICE_ROWS, 3
     try:
@@ -120,6 +127,39 @@ def test_row_path_equals_columnar_path(case):
     finally:
         local_reduce.EVALUATE_SLICE_ROWS = limit
     assert_frame_equal(consolidated(sliced), consolidated(columnar), check_exact=True)
+
+
+@pytest.mark.parametrize("kind", ["threshold", "reduce", "distinct"])
+def test_a_value_that_cancels_by_the_query_time_is_not_in_the_group(kind):
+    """A value inserted and retracted by the query time (multiplicity 0 there) is out of the
+    group in both paths, one query per key or two: a threshold would count it as ``fn(0)``
+    (a custom reduce's and a distinct's group functions leave such values out themselves;
+    a threshold's and a distinct's keys are whole records, each its own group)."""
+    spec, tt, k = SPECS[kind], TimeType(("product",)), LocalKernels()
+    raw = pl.DataFrame([(1, 5, "a", 0, 1), (1, 5, "a", 1, -1), (1, 7, "b", 0, 1)], orient="row",
+                       schema={"k": I64, "v": I64, "s": STR, "__t0": I64, DIFF: I64})
+    history = k.arrange(reduce_prepare(spec, raw, tt), spec.keys)
+    out_history = history.select([*spec.keys, "__t0", DIFF]).clear()
+    if kind == "reduce":
+        out_history = pl.DataFrame(schema={"k": I64, "med": I64, "rows": I64, "__t0": I64,
+                                           DIFF: I64})
+    out_history = k.arrange(out_history, spec.keys)
+    for at in ([1], [0, 1]):
+        queries = pl.concat([history.select([KEY, *spec.keys]).unique(maintain_order=True)
+                             .with_columns(pl.lit(t, dtype=I64).alias("__t0")) for t in at])
+        for small_rows in (10**9, -1):
+            got = as_frame(reduce_evaluate(spec, queries, history, out_history, tt,
+                                           small_rows=small_rows))
+            at_1 = consolidated(got.filter(pl.col("__t0") == 1).drop("__t0"))
+            if kind == "reduce":  # one value left: the median 7 of one distinct row
+                want = [(1, 7, 1, 1)] if at == [1] else [(1, 7, 1, 1), (1, 5, 2, -1)]
+                assert sorted(at_1.select(["k", "med", "rows", DIFF]).rows()) == sorted(want)
+            else:  # the record (1, 5, a) is gone at time 1: no row for it there (fn(0)
+                # would give one), but the retraction of a distinct's earlier row
+                rows = [r for r in at_1.select(["k", "v", "s", DIFF]).rows()
+                        if r[:3] == (1, 5, "a")]
+                want = [(1, 5, "a", -1)] if kind == "distinct" and at == [0, 1] else []
+                assert rows == want, (at, small_rows)
 
 
 def test_float_columns_take_the_columnar_path():
