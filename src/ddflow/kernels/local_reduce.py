@@ -282,8 +282,8 @@ def _not_chains(times: pl.DataFrame, tt: TimeType, jkeys: list[str]) -> pl.DataF
 
 def _interesting_times_rows(new: Any, history: Any, tt: TimeType,
                             jkeys: list[str]) -> list[tuple[Time, Any]]:
-    """:func:`interesting_times` row by row, for a small step: each key's closure of its new
-    times under lubs with its other times, as a worklist."""
+    """:func:`interesting_times` row by row, for a small step: each key's new times lifted by
+    its times, then closed under lubs one lifted time at a time."""
     tcols = tt.columns()
     nk = len(jkeys)
     fresh: dict[tuple[Any, ...], set[Time]] = {}
@@ -304,11 +304,11 @@ def _interesting_times_rows(new: Any, history: Any, tt: TimeType,
         closed = {lub(n, e) for n in times for e in known}  # U, as the columnar path
         ordered = sorted(closed)
         if not all(le(a, b) for a, b in pairwise(ordered)):
-            # the lubs of U's nonempty subsets, adding one member of U at a time: a member
-            # and its lubs with what is closed so far (closed under lubs before it, and
-            # after), or nothing where it is one of those lubs already. Each member is
-            # paired once with the set, not each time found with all of it (several
-            # milliseconds for a key of a nested loop, whose lifts move two coordinates)
+            # the lubs of U's nonempty subsets, adding one member of U at a time: the member
+            # and its lubs with what is closed so far (a set closed under lubs stays so), or
+            # nothing where it is one of those lubs already. Each member is paired once with
+            # the set, not each time found with all of it (several milliseconds for a key of
+            # a nested loop, whose lifts move two coordinates)
             closed = set()
             for g in ordered:
                 if g not in closed:

@@ -422,7 +422,8 @@ _MIN_CODE = np.iinfo(np.int64).min
 #: (:func:`dense_offsets`) ...
 DENSE_ROWS = 1 << 12
 #: ... when their codes span at most this many times their rows (the offsets, 4 bytes per
-#: code of the span, then take at most the key column's 8 bytes per row)
+#: code of the span in a batch under 2**31 rows, then take at most the key column's 8 bytes
+#: per row)
 DENSE_SPAN = 2
 #: ... built by searching each code where a code has this many rows on average, else by
 #: counting (a search per code measured 3.4 ms for 70,000 rows over 131,072 codes, counts
