@@ -56,7 +56,7 @@ def count() -> Agg:
     return Agg("count", None)
 
 
-def sum(column: str) -> Agg:  # noqa: A001 - mirrors the SQL name
+def sum(column: str) -> Agg:
     """The sum of a numeric column over the group, weighted by multiplicity.
 
     >>> sum("w")
@@ -65,7 +65,7 @@ def sum(column: str) -> Agg:  # noqa: A001 - mirrors the SQL name
     return Agg("sum", column)
 
 
-def min(column: str) -> Agg:  # noqa: A001
+def min(column: str) -> Agg:
     """The smallest value of a column among the group's records.
 
     >>> min("w").kind
@@ -74,7 +74,7 @@ def min(column: str) -> Agg:  # noqa: A001
     return Agg("min", column)
 
 
-def max(column: str) -> Agg:  # noqa: A001
+def max(column: str) -> Agg:
     """The largest value of a column among the group's records.
 
     >>> max("w").kind
@@ -156,19 +156,22 @@ class Collection:
         new = _output_schema(items, self.schema, site)
         schema = self.schema.with_columns(dict(new))
         compiled = [compile_polars(e, self.schema).alias(n) for n, e in items]
-        return self._add("with_columns", [], schema, site, exprs=tuple(items), compiled=tuple(compiled))
+        return self._add("with_columns", [], schema, site, exprs=tuple(items),
+                         compiled=tuple(compiled))
 
     def filter(self, predicate: Expr) -> Collection:
         """Keep the records for which ``predicate`` is true."""
         site = call_site()
         if not isinstance(predicate, Expr):
-            raise ExpressionError("filter takes a column expression such as dd.col('x') > 0", site=site)
+            raise ExpressionError("filter takes a column expression such as dd.col('x') > 0",
+                                  site=site)
         if output_dtype(predicate, self.schema).kind != "bool":
             raise ExpressionError(f"filter predicate {predicate!r} is not boolean", site=site)
         compiled = compile_polars(predicate, self.schema)
         return self._add("filter", [], self.schema, site, expr=predicate, compiled=compiled)
 
-    def map(self, fn: Callable[[tuple[Any, ...]], Any], schema: Mapping[str, Any] | None = None) -> Collection:
+    def map(self, fn: Callable[[tuple[Any, ...]], Any],
+            schema: Mapping[str, Any] | None = None) -> Collection:
         """Apply a Python function to every record (a tuple); it returns the new record
         (a tuple, or a scalar for a one-column schema). The slow path: prefer expressions."""
         site = call_site()
@@ -187,7 +190,8 @@ class Collection:
         site = call_site()
         for o in others:
             if _base_types(o.schema) != _base_types(self.schema):
-                raise SchemaError(f"concat of different schemas: {self.schema} and {o.schema}", site=site)
+                raise SchemaError(f"concat of different schemas: {self.schema} and {o.schema}",
+                                  site=site)
         return self._add("concat", list(others), self.schema, site)
 
     def negate(self) -> Collection:
@@ -206,7 +210,8 @@ class Collection:
     # ------------------------------------------------------------------ joins
 
     def join(self, other: Collection, on: str | Sequence[str] | None = None, *,
-             left_on: str | Sequence[str] | None = None, right_on: str | Sequence[str] | None = None,
+             left_on: str | Sequence[str] | None = None,
+             right_on: str | Sequence[str] | None = None,
              suffix: str = "_right") -> Collection:
         """Inner join on equal keys; the multiplicity of a pair is the product of theirs.
 
@@ -340,7 +345,8 @@ class Collection:
 
         site = call_site()
         if self.scope.parent is not None:
-            raise GraphError("output() of a collection inside a loop body; output the loop's result", site=site)
+            raise GraphError("output() of a collection inside a loop body; output the loop's "
+                             "result", site=site)
         return Output(self, site)
 
     def probe(self) -> Probe:
@@ -375,7 +381,8 @@ class GroupBy:
         """One row per group with positive count: the keys and the named aggregates.
 
         ``count`` is the sum of multiplicities, ``sum`` weights values by them, ``min``/``max``
-        range over the values whose multiplicity in the group is positive, ``mean`` is ``sum / count``."""
+        range over the values whose multiplicity in the group is positive, ``mean`` is
+        ``sum / count``."""
         site = call_site()
         c = self.collection
         if not aggs:
@@ -384,7 +391,8 @@ class GroupBy:
         specs: list[tuple[str, str, str | None]] = []
         for name, a in aggs.items():
             if not isinstance(a, Agg):
-                raise GraphError(f"aggregate {name}={a!r} is not dd.count/sum/min/max/mean", site=site)
+                raise GraphError(f"aggregate {name}={a!r} is not dd.count/sum/min/max/mean",
+                                 site=site)
             if name in types:
                 raise SchemaError(f"aggregate name {name!r} clashes with a key column", site=site)
             if a.column is not None:
@@ -409,7 +417,8 @@ class GroupBy:
         types: dict[str, Any] = {k: c.schema[k] for k in self.keys}
         for name, dt in out.items():
             if name in types:
-                raise SchemaError(f"reduce output column {name!r} clashes with a key column", site=site)
+                raise SchemaError(f"reduce output column {name!r} clashes with a key column",
+                                  site=site)
             types[name] = dt
         return c._add("reduce", [], Schema(types), site, kind="reduce", keys=tuple(self.keys),
                       fn=fn, values=tuple(n for n in c.schema.names if n not in self.keys),
@@ -432,7 +441,8 @@ def _check_columns(schema: Schema, names: Sequence[str], site: CallSite | None, 
     for n in names:
         if n not in schema:
             raise SchemaError(
-                f"{what}: unknown column {n!r}; the columns are {', '.join(schema.names)}", site=site
+                f"{what}: unknown column {n!r}; the columns are {', '.join(schema.names)}",
+                site=site,
             )
 
 
@@ -450,10 +460,11 @@ def _join_keys(left: Collection, right: Collection, on: Any, left_on: Any, right
         raise GraphError(f"join keys {lk} and {rk} differ in number", site=site)
     _check_columns(left.schema, lk, site, "join (left)")
     _check_columns(right.schema, rk, site, "join (right)")
-    for a, b in zip(lk, rk):
+    for a, b in zip(lk, rk, strict=True):
         ta, tb = left.schema[a], right.schema[b]
         if ta.kind != tb.kind or (ta.kind != "int" and ta.polars != tb.polars):
-            raise SchemaError(f"join key {a!r} ({ta}) and {b!r} ({tb}) have different types", site=site)
+            raise SchemaError(f"join key {a!r} ({ta}) and {b!r} ({tb}) have different types",
+                              site=site)
     return lk, rk
 
 
@@ -483,7 +494,8 @@ def _name_of(e: Expr) -> str:
     return str(name() if callable(name) else name)
 
 
-def _output_schema(items: Sequence[tuple[str, Expr]], schema: Schema, site: CallSite | None) -> Schema:
+def _output_schema(items: Sequence[tuple[str, Expr]], schema: Schema,
+                   site: CallSite | None) -> Schema:
     for _, e in items:
         missing = expr_columns(e) - set(schema.names)
         if missing:

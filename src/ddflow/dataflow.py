@@ -34,7 +34,6 @@ from ddflow.errors import (
 )
 from ddflow.kernels.local import DIFF, LocalKernels
 from ddflow.kernels.local_rows import SMALL_ROWS, Rows
-from ddflow.lattice import EPOCHS
 from ddflow.plan import Node, Plan, Scope
 from ddflow.schema import Schema
 from ddflow.timely import Vertex
@@ -140,7 +139,8 @@ class Dataflow:
         """Advance every open input to ``epoch``: epochs before it are closed."""
         site = call_site()
         if epoch < self._epoch:
-            raise TimeError(f"advance_to({epoch}) goes back: the flow is at epoch {self._epoch}", site=site)
+            raise TimeError(f"advance_to({epoch}) goes back: the flow is at epoch {self._epoch}",
+                            site=site)
         for h in self.inputs.values():
             if not h.closed and h.epoch < epoch:
                 h._advance(epoch, site)
@@ -342,7 +342,8 @@ class InputCollection(Collection):
                 raise InputError(f"insert_frame: no diff column {diff!r}", site=site)
             diffs = frame.get_column(diff)
             if not diffs.dtype.is_integer() or diffs.null_count():
-                raise InputError(f"insert_frame: diff column {diff!r} must be non-null integers", site=site)
+                raise InputError(f"insert_frame: diff column {diff!r} must be non-null integers",
+                                 site=site)
             frame = frame.drop(diff)
         try:
             data = self.schema.frame_to_frame(frame)
@@ -401,7 +402,8 @@ class InputCollection(Collection):
             batch = k.from_polars(data.with_columns(
                 pl.lit(self._epoch, dtype=pl.Int64).alias("__t0")).select([*names, "__t0", DIFF]))
         if self._native:
-            natives = [k.native_updates(df, self.schema, diff, self._epoch) for df, diff in self._native]
+            natives = [k.native_updates(df, self.schema, diff, self._epoch)
+                       for df, diff in self._native]
             batch = k.concat([batch, *natives])
             self._native = []
         self._messages.append((self._epoch, batch))
@@ -427,7 +429,8 @@ class InputCollection(Collection):
             raise TimeError(f"advance_to({epoch!r}): epochs are integers", site=site)
         if epoch < self._epoch:
             raise TimeError(
-                f"advance_to({epoch}) on input {self.name!r} goes back: it is at epoch {self._epoch}",
+                f"advance_to({epoch}) on input {self.name!r} goes back: it is at epoch "
+                f"{self._epoch}",
                 site=site,
             )
         if epoch > self._epoch:
@@ -442,7 +445,8 @@ class InputCollection(Collection):
         self._activate()
 
     def _activate(self) -> None:
-        if self._op is not None and self._op.worker is not None and self._op.worker.tracker is not None:
+        if (self._op is not None and self._op.worker is not None
+                and self._op.worker.tracker is not None):
             self._op.activate()
 
     def _pending_work(self) -> bool:
@@ -606,7 +610,8 @@ class Output:
         parts = [c if last <= epoch else c.filter(pl.col("__t0") <= epoch)
                  for first, last, c in self._frames() if first <= epoch]
         if not parts:
-            return self._empty().select(names).with_columns(pl.lit(0, dtype=pl.Int64).alias("count")).clear()
+            return (self._empty().select(names)
+                    .with_columns(pl.lit(0, dtype=pl.Int64).alias("count")).clear())
         acc = (
             pl.concat(parts)
             .group_by(names)
@@ -617,7 +622,8 @@ class Output:
         return acc
 
     def _empty(self) -> pl.DataFrame:
-        return pl.DataFrame(schema={**dict(self.schema.polars_schema()), "__t0": pl.Int64, DIFF: pl.Int64})
+        return pl.DataFrame(schema={**dict(self.schema.polars_schema()), "__t0": pl.Int64,
+                                    DIFF: pl.Int64})
 
 
 #: an output makes the epochs' changes it holds as rows one frame once it holds this many

@@ -221,7 +221,8 @@ class TimeType:
         i = 0
         while i < self.width:
             if i in self._pairs:
-                result &= (a[:, i] < b[:, i]) | ((a[:, i] == b[:, i]) & (a[:, i + 1] <= b[:, i + 1]))
+                result &= (a[:, i] < b[:, i]) | (
+                    (a[:, i] == b[:, i]) & (a[:, i + 1] <= b[:, i + 1]))
                 i += 2
             else:
                 result &= a[:, i] <= b[:, i]

@@ -41,7 +41,8 @@ class ReferenceError(RuntimeError):
     """The reference interpreter cannot evaluate this plan (e.g. a user vertex)."""
 
 
-def reference(flow: Dataflow, inputs: Mapping[str, Mapping[tuple[Any, ...], int]]) -> dict[Output, Counter]:
+def reference(flow: Dataflow,
+              inputs: Mapping[str, Mapping[tuple[Any, ...], int]]) -> dict[Output, Counter]:
     """Evaluate every output of ``flow`` from scratch on the given input collections."""
     interp = _Interpreter(flow, inputs)
     return {o: interp.value(o.node.inputs[0], {}) for o in flow.outputs}
@@ -92,10 +93,10 @@ class _Interpreter:
         return Counter(self.inputs.get(node.params["name"], {}))
 
     def _frame(self, schema_node: Node, c: Counter) -> pl.DataFrame:
-        names = list(schema_node.schema.names)
         rows = list(c.keys())
-        return pl.DataFrame(rows, schema=schema_node.schema.polars_schema(), orient="row") if rows else \
-            pl.DataFrame(schema=schema_node.schema.polars_schema())
+        schema = schema_node.schema.polars_schema()
+        return (pl.DataFrame(rows, schema=schema, orient="row") if rows
+                else pl.DataFrame(schema=schema))
 
     def _exprs(self, node: Node, env: dict[int, Counter], how: str) -> Counter:
         src = self.value(node.inputs[0], env)
@@ -111,9 +112,10 @@ class _Interpreter:
         elif how == "with_columns":
             res = frame.with_columns(list(node.params["compiled"])).select(list(node.schema.names))
         else:
-            mask = frame.select(node.params["compiled"].alias("m")).to_series().fill_null(False).to_list()
-            return Counter({r: m for (r, m), keep in zip(items, mask) if keep})
-        for (_, m), row in zip(items, res.iter_rows()):
+            mask = (frame.select(node.params["compiled"].alias("m")).to_series()
+                    .fill_null(False).to_list())
+            return Counter({r: m for (r, m), keep in zip(items, mask, strict=True) if keep})
+        for (_, m), row in zip(items, res.iter_rows(), strict=True):
             out[row] += m
         return out
 
@@ -151,7 +153,7 @@ class _Interpreter:
         items = list(c.items())
         frame = node.schema.rows_to_frame([r for r, _ in items])
         out: Counter = Counter()
-        for (_, m), row in zip(items, frame.iter_rows()):
+        for (_, m), row in zip(items, frame.iter_rows(), strict=True):
             out[row] += m
         return out
 
@@ -192,7 +194,8 @@ class _Interpreter:
             key = tuple(r[i] for i in ri)
             if None not in key:  # a null join key matches nothing (as in SQL)
                 index[key].append((r, m))
-        picks = [(side, (ln if side == "l" else rn).index(c)) for side, c, _ in node.params["output"]]
+        picks = [(side, (ln if side == "l" else rn).index(c))
+                 for side, c, _ in node.params["output"]]
         out: Counter = Counter()
         for lrec, lm in left.items():
             for rrec, rm in index.get(tuple(lrec[i] for i in li), ()):
@@ -300,10 +303,10 @@ class _Interpreter:
             return {}
         frame = self._frame(entered.inputs[0], Counter({r: 1 for r in records}))
         ps = frame.select(entered.params["compiled"].alias("p")).to_series().to_list()
-        for r, p in zip(records, ps):
+        for r, p in zip(records, ps, strict=True):
             if p is None or p < 0:
                 raise ReferenceError(f"priority of {r} is {p}: priorities must be non-negative")
-        return dict(zip(records, ps))
+        return dict(zip(records, ps, strict=True))
 
 
 def _scope_of_var(flow: Dataflow, var_id: int) -> Scope:

@@ -65,7 +65,8 @@ def le_expr(tt: TimeType, a: Sequence[str], b: Sequence[str]) -> pl.Expr:
     return out
 
 
-def join_exprs(tt: TimeType, a: Sequence[str], b: Sequence[str], out: Sequence[str]) -> list[pl.Expr]:
+def join_exprs(tt: TimeType, a: Sequence[str], b: Sequence[str],
+               out: Sequence[str]) -> list[pl.Expr]:
     """Polars expressions for the least upper bound of times ``a`` and ``b``, named ``out``."""
     exprs: list[pl.Expr] = []
     i = 0
@@ -115,9 +116,10 @@ class LocalKernels:
 
     # ------------------------------------------------------------------ construction
 
-    def with_time(self, data: pl.DataFrame, tt: TimeType, time: Time, diff: int = 1) -> pl.DataFrame:
+    def with_time(self, data: pl.DataFrame, tt: TimeType, time: Time,
+                  diff: int = 1) -> pl.DataFrame:
         """Updates at one time: the data rows, each with the given diff."""
-        cols = [pl.lit(v, dtype=pl.Int64).alias(c) for c, v in zip(tt.columns(), time)]
+        cols = [pl.lit(v, dtype=pl.Int64).alias(c) for c, v in zip(tt.columns(), time, strict=True)]
         return data.with_columns([*cols, pl.lit(diff, dtype=pl.Int64).alias(DIFF)])
 
     def empty(self, schema: pl.Schema | dict[str, pl.DataType], tt: TimeType) -> pl.DataFrame:
@@ -1279,4 +1281,4 @@ def all_before(history: pl.DataFrame, queries: pl.DataFrame, tt: TimeType,
         return True
     hi = history.select([pl.col(c).max() for c in tcols]).row(0)
     lo = queries.select([pl.col(c).min() for c in qcols]).row(0)
-    return all(a is not None and b is not None and a <= b for a, b in zip(hi, lo))
+    return all(a is not None and b is not None and a <= b for a, b in zip(hi, lo, strict=True))

@@ -96,7 +96,7 @@ def interesting_times(new: pl.DataFrame, history: pl.DataFrame, tt: TimeType,
         fresh = known.with_columns(pl.lit(v, dtype=new.schema[c]).alias(c)
                                    for c, v in zip(tcols, one, strict=True))
     ecols = [f"__e{i}" for i in range(tt.width)]
-    rename = dict(zip(tcols, ecols))
+    rename = dict(zip(tcols, ecols, strict=True))
     lifted = not all_before(history, fresh, tt, tcols, tcols)  # can history lift a new time?
     head = tcols[:-1]
     # a chain per key: in a total order; or one new time per key, which the key's other
@@ -898,7 +898,7 @@ def _evaluate_columnar(spec: ReduceSpec, queries: pl.DataFrame, history: pl.Data
     tcols = tt.columns()
     qcols = time_columns(tt, QPREFIX)
     outs = list(spec.outputs)
-    q_all = queries.rename(dict(zip(tcols, qcols)))
+    q_all = queries.rename(dict(zip(tcols, qcols, strict=True)))
     out_history = out_history.select([*jkeys, *outs, *tcols, DIFF])
     current: pl.DataFrame | None = None
     if q_all.get_column(KEY).n_unique() == q_all.height:
@@ -921,7 +921,8 @@ def _evaluate_columnar(spec: ReduceSpec, queries: pl.DataFrame, history: pl.Data
         q = q_all if rounds == 1 else ranked.filter(pl.col("__rank") == r).drop("__rank")
         if current is None or r:
             current = accumulate(out_history, q, tt, jkeys, outs)
-        want = desired if rounds == 1 else desired.join(q, on=[*jkeys, *qcols], how="semi", nulls_equal=True)
+        want = desired if rounds == 1 else desired.join(q, on=[*jkeys, *qcols], how="semi",
+                                                        nulls_equal=True)
         change = _change_rows(want, current, group, [*jkeys, *outs, *qcols], tcols)
         if change is None:
             if current.height:
@@ -1380,7 +1381,8 @@ def _rows_reduce(spec: ReduceSpec, key: Any, group: Any) -> list[tuple[Any, int]
                 f"reduce function returned {o_t!r}: expected {len(spec.outputs)} values "
                 f"({', '.join(spec.outputs)})"
             )
-        out.append((tuple(_cast(x, spec.out_types[n]) for x, n in zip(o_t, spec.outputs, strict=True)), 1))
+        out.append((tuple(_cast(x, spec.out_types[n])
+                          for x, n in zip(o_t, spec.outputs, strict=True)), 1))
     return out
 
 
@@ -1393,7 +1395,8 @@ def _one() -> pl.Expr:
     return pl.lit(1, dtype=pl.Int64).alias(DIFF)
 
 
-def _agg_weights(spec: ReduceSpec, acc: pl.DataFrame, keys: list[str], qcols: list[str]) -> pl.DataFrame:
+def _agg_weights(spec: ReduceSpec, acc: pl.DataFrame, keys: list[str],
+                 qcols: list[str]) -> pl.DataFrame:
     acc = acc.filter(pl.col(DIFF) > 0)
     exprs = []
     for name, kind, c in spec.aggs:
@@ -1456,11 +1459,13 @@ def _agg_one_value(spec: ReduceSpec, acc: pl.DataFrame, group: list[str]) -> pl.
     return out.select([*group, *spec.outputs, _one()])
 
 
-def _distinct(spec: ReduceSpec, acc: pl.DataFrame, keys: list[str], qcols: list[str]) -> pl.DataFrame:
+def _distinct(spec: ReduceSpec, acc: pl.DataFrame, keys: list[str],
+              qcols: list[str]) -> pl.DataFrame:
     return acc.filter(pl.col(DIFF) > 0).select([*keys, *qcols, _one()])
 
 
-def _threshold(spec: ReduceSpec, acc: pl.DataFrame, keys: list[str], qcols: list[str]) -> pl.DataFrame:
+def _threshold(spec: ReduceSpec, acc: pl.DataFrame, keys: list[str],
+               qcols: list[str]) -> pl.DataFrame:
     assert spec.fn is not None
     counts = acc.get_column(DIFF).unique().to_list()
     mapping = {c: int(spec.fn(c)) for c in counts}

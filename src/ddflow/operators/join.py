@@ -46,7 +46,8 @@ class ArrangeOp(Operator):
         self.keys = list(keys)
         self.prepare = prepare
         self.sums = tuple(sums)
-        self.spine = Spine(kernels, tt, keys, kernels.arrange(empty if prepare is None else prepare(empty), keys), sums=sums)
+        empty = empty if prepare is None else prepare(empty)
+        self.spine = Spine(kernels, tt, keys, kernels.arrange(empty, keys), sums=sums)
 
     def schedule(self) -> None:
         k = self.kernels
@@ -112,7 +113,8 @@ class JoinOp(Operator):
                 parts = [self.left.lookup(codes, skip=held, within=True)]
                 parts += [k.negate(k.lookup(dl, codes)) for dl in merged]
                 other = k.concat(parts)
-                out = k.join_slice(dr, other, self.tt, self.left_on, self.right_on, False, self.output)
+                out = k.join_slice(dr, other, self.tt, self.left_on, self.right_on, False,
+                                   self.output)
                 if not k.is_empty(out):
                     self.send(0, t, out)
         self.left_handle.set_since(self.frontier(1))

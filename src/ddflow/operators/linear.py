@@ -92,7 +92,7 @@ class ConsolidateOp(Operator):
         self.buffer: dict[Time, list[Any]] = {}
 
     def _out_time(self, t: Time) -> Time:
-        return t[:-1] + (t[-1] + 1,) if self.increment else t
+        return (*t[:-1], t[-1] + 1) if self.increment else t
 
     def schedule(self) -> None:
         k, tt = self.kernels, self.tt
