@@ -562,6 +562,23 @@ class ColumnCache:
             return dense_ranges(d[0], d[1], np.asarray(codes, dtype=np.int64))
         return key_ranges(self.keys, codes, self.fence)
 
+    def key_span(self, code: int) -> tuple[int, int]:
+        """The rows ``lo`` to ``hi`` of one code (``lo == hi`` where it has none): two reads of
+        the direct index where there is one, else binary searches. (One code at a time: a
+        small update's lookup, where NumPy's vectorized calls cost more than the search.)"""
+        d = self.dense()
+        if d is not None:
+            base, offsets = d
+            j = code - base
+            if 0 <= j < len(offsets) - 1:
+                return int(offsets[j]), int(offsets[j + 1])
+            return 0, 0
+        ks = self.keys
+        lo = int(ks.searchsorted(code))
+        if lo == len(ks) or ks[lo] != code:
+            return lo, lo
+        return lo, int(ks.searchsorted(code, "right"))
+
     def take(self, idx: np.ndarray, names: Sequence[str] | None = None) -> Rows:
         """The rows at positions ``idx``: every column, or the named ones in that order."""
         arrays, schema = self.arrays, self.schema
@@ -634,26 +651,13 @@ def lookup_few(parts: Sequence[Batch], codes: Any, limit: int) -> Rows | None:
             if len(ks) == 0:
                 continue
             sch = cache.schema
-            d = cache.dense()
-            if d is not None:  # (two reads of the direct index per code)
-                base, offsets = d
-                span = len(offsets) - 1
-                for c in cs:
-                    j = c - base
-                    if 0 <= j < span:
-                        lo, hi = int(offsets[j]), int(offsets[j + 1])
-                        if hi > lo:
-                            if len(out) + hi - lo > limit:
-                                return None
-                            out.extend(cache.take_range(lo, hi).rows)
-            else:
-                for c in cs:
-                    lo = int(ks.searchsorted(c))
-                    if lo < len(ks) and ks[lo] == c:
-                        hi = int(ks.searchsorted(c, "right"))
-                        if len(out) + hi - lo > limit:
-                            return None
-                        out.extend(cache.take_range(lo, hi).rows)
+            span = cache.key_span
+            for c in cs:
+                lo, hi = span(c)
+                if hi > lo:
+                    if len(out) + hi - lo > limit:
+                        return None
+                    out.extend(cache.take_range(lo, hi).rows)
         if schema is None:
             schema, names = sch, tuple(sch)
         elif tuple(sch) != names:
