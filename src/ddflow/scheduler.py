@@ -95,11 +95,11 @@ class Worker:
             self._consumed.append((op, port, t))
         return q
 
-    def settle(self, op: int) -> None:
-        """Take the messages pulled in this step off the books now, and propagate. Operators
-        whose frontiers moved are activated, except ``op`` itself (running, it reads its
-        frontiers after this)."""
-        if not self._consumed:
+    def settle(self, op: int, propagate: bool = False) -> None:
+        """Take the messages pulled in this step off the books now, and propagate (with
+        ``propagate``, also when none was pulled). Operators whose frontiers moved are
+        activated, except ``op`` itself (running, it reads its frontiers after this)."""
+        if not self._consumed and not propagate:
             return
         for o, p, t in self._consumed:
             self.tracker.update_target(o, p, t, -1)

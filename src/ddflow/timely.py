@@ -107,14 +107,16 @@ class Operator:
         assert self.worker is not None
         self.worker.send(self.index, port, time, batch)
 
-    def settle(self) -> None:
+    def settle(self, propagate: bool = False) -> None:
         """Take the messages pulled so far in this step off the books now, not when
         ``schedule`` returns: the input frontiers read next no longer wait for them, so that
         work they bring for a time that is then complete is done in this same step, not in
         another one after it. Before settling, the operator must hold a capability for every
-        time at which it may still send in this step (or later) because of them."""
+        time at which it may still send in this step (or later) because of them.
+        ``propagate``: bring the frontiers up to date even when no message was pulled (after
+        the operator changed its capabilities in this step)."""
         assert self.worker is not None
-        self.worker.settle(self.index)
+        self.worker.settle(self.index, propagate)
 
     def frontier(self, port: int = 0) -> list[Time]:
         """The times that may still arrive at an input (its frontier)."""

@@ -12,7 +12,12 @@ least upper bounds of subsets of ``N ∪ E`` that contain an element of ``N`` (`
 other input times). The operator adds the closure of ``N`` under lubs with ``E`` to its *pending*
 ``(key, time)`` set and holds a capability for each minimal pending time. A pending time is
 processed once it is complete at the input (no frontier element ``<=`` it); times still in the
-future of the frontier stay pending. Processing ``(k, t)`` emits, at ``t``::
+future of the frontier stay pending. A time may be held back only by the operator's own
+capabilities at earlier pending times (in a loop, a key's times one iteration apart): once
+those are evaluated and their capabilities released, it is complete unless their output comes
+back to it through the loop, and it is evaluated in the same step.
+
+Processing ``(k, t)`` emits, at ``t``::
 
     f(input_k[t]) - output_k[t]      (output_k[t] including what was just emitted below t)
 
@@ -131,24 +136,18 @@ class ReduceOp(Operator):
             self.set_capabilities(self._minimal_pending())
             self.settle()
         frontier = self.frontier(0)
-        tt = self.tt
-        ready = [t for t in self.pending if not any(tt.less_equal(f, t) for f in frontier)]
-        if ready:
-            queries = k.time_queries({t: self.pending.pop(t) for t in ready}, tt)
-            self.evaluated += k.height(queries)
-            keyset = k.key_set(queries)
-            slices = (k.evaluation_slices(queries, keyset, self.input.parts())
-                      if hasattr(k, "evaluation_slices") else None)
-            if slices is None:
-                result = self._evaluate(queries, keyset)
-            else:  # (ranges of keys, each read and evaluated alone: see evaluation_slices)
-                result = k.concat([self._evaluate(q, codes) for q, codes in slices])
-            if k.height(result):
-                arranged = k.arrange(result, self.spec.keys)
-                self.output.insert(arranged, k.height(result))
-                self._refresh("output", self.output, [arranged])
-                for t, part in k.split_by_time(k.drop_key(result), tt):
-                    self.send(0, t, part)
+        ready = self._ready(frontier)
+        while ready:
+            self._evaluate_ready(ready)
+            if not self.pending:
+                break
+            # a pending time held back only by the capabilities at the times just evaluated
+            # is complete now, unless what they emitted comes back to it through the loop:
+            # evaluated in this step, not in another one per iteration
+            self.set_capabilities(self._minimal_pending())
+            self.settle(propagate=True)
+            frontier = self.frontier(0)
+            ready = self._ready(frontier)
         for what in ("input", "output"):
             kept = self._read.get(what)
             if kept is not None and (_count(kept[0]) or 0) > self.CARRY_KEYS:
@@ -156,6 +155,31 @@ class ReduceOp(Operator):
         self.set_capabilities(self._minimal_pending())
         self.input_handle.set_since(frontier)
         self.output_handle.set_since(frontier)
+
+    def _ready(self, frontier: list[Time]) -> list[Time]:
+        """The pending times complete at the input (no element of ``frontier`` before them)."""
+        le = self.tt.less_equal
+        return [t for t in self.pending if not any(le(f, t) for f in frontier)]
+
+    def _evaluate_ready(self, ready: list[Time]) -> None:
+        """Evaluate the pending keys at the ``ready`` times, and emit the output corrections
+        (inserted in the output's trace and sent)."""
+        k, tt = self.kernels, self.tt
+        queries = k.time_queries({t: self.pending.pop(t) for t in ready}, tt)
+        self.evaluated += k.height(queries)
+        keyset = k.key_set(queries)
+        slices = (k.evaluation_slices(queries, keyset, self.input.parts())
+                  if hasattr(k, "evaluation_slices") else None)
+        if slices is None:
+            result = self._evaluate(queries, keyset)
+        else:  # (ranges of keys, each read and evaluated alone: see evaluation_slices)
+            result = k.concat([self._evaluate(q, codes) for q, codes in slices])
+        if k.height(result):
+            arranged = k.arrange(result, self.spec.keys)
+            self.output.insert(arranged, k.height(result))
+            self._refresh("output", self.output, [arranged])
+            for t, part in k.split_by_time(k.drop_key(result), tt):
+                self.send(0, t, part)
 
     def _take_input(self, msgs: list[tuple[Time, Any]]) -> bool:
         """Add the interesting times of the new input updates ``msgs`` to ``pending``;
