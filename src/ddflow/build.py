@@ -12,11 +12,15 @@ node becomes one operator, except:
 * a stateless one-input node that keeps its input's times (``select``, ``with_columns``,
   ``filter``, ``map``, ``flat_map``, ``negate``, ``inspect``) whose output has one consumer, and
   that consumer a stateless operator too (another of these, a ``concat``, a loop's ``enter``,
-  ``variable`` or ``leave``), is no operator of its own: its function is applied by the
-  consumer, before the consumer's own, to the messages arriving on that input. A chain of them
-  is one function. The messages, their times and every output are as with an operator each,
-  with a scheduling step, a message and its progress updates fewer per message (a small
-  update's dataflow takes about one step in seven of this kind).
+  ``variable`` or ``leave``) or an arrangement, is no operator of its own: its function is
+  applied by the consumer, before the consumer's own, to the messages arriving on that input.
+  A chain of them is one function. The messages, their times and every output are as with an
+  operator each, with a scheduling step, a message and its progress updates fewer per message
+  (a small update's dataflow takes about one step in seven of this kind);
+* likewise a ``concat`` whose output has one consumer, and that consumer an arrangement (the
+  input of a reduce, as in every loop body that ends in a group-by): the arrangement takes
+  each of the concat's inputs on a port of its own, with that input's function, and arranges
+  what arrives on all of them together, as it would the concat's messages.
 """
 
 from __future__ import annotations
@@ -46,12 +50,13 @@ def build(flow: Dataflow) -> Worker:
 
 
 class _Fused(NamedTuple):
-    """A stateless node built as no operator (see the module): the node whose output it
-    reads (never itself fused), its function, and the names of the nodes it stands for."""
+    """A stateless node built as no operator (see the module): what it reads, as pairs of a
+    node (never itself fused) and the function applied to that node's messages (None: none),
+    one pair for a chain of one-input nodes and one per input for a concat; and its name as
+    an operator (the names of the nodes it stands for)."""
 
-    source: Node
-    fn: Any
-    names: tuple[str, ...]
+    inputs: tuple[tuple[Node, Any], ...]
+    name: str
 
 
 def _then(first: Any, second: Any, kernels: Any) -> Any:
@@ -98,11 +103,11 @@ class _Builder:
         for i, n in enumerate(inputs):
             fused = self.fused.get(n.id)
             chains.append("-")
-            if fused is not None and type(op) is Linear:  # (its function applied by op)
-                del self.fused[n.id]
-                op.fns[i] = _then(fused.fn, op.fns[i], self.k)
-                chains[i] = "+".join(fused.names)
-                n = fused.source
+            if fused is not None and type(op) is Linear and len(fused.inputs) == 1:
+                del self.fused[n.id]  # (its function applied by op)
+                ((n, fn),) = fused.inputs
+                op.fns[i] = _then(fn, op.fns[i], self.k)
+                chains[i] = fused.name
             sources.append(self._port(n.id))
         if any(c != "-" for c in chains):  # (named after what it applies: select+enter, or
             # concat(select+filter, -) for a chain on the first of two inputs)
@@ -120,11 +125,13 @@ class _Builder:
         that does not apply functions, a ``Linear`` operator of its own, made now."""
         fused = self.fused.pop(node_id, None)
         if fused is not None:
-            tt = fused.source.scope.time_type
-            op = Linear("+".join(fused.names), [tt], tt, [fused.fn], self.k)
-            src, port = self._port(fused.source.id)
+            tt = fused.inputs[0][0].scope.time_type
+            sources = [self._port(n.id) for n, _ in fused.inputs]
+            op = Linear(fused.name, [tt] * len(sources), tt, [fn for _, fn in fused.inputs],
+                        self.k)
             self.worker.add(op)
-            self.worker.connect(src, port, op, 0)
+            for i, (src, port) in enumerate(sources):
+                self.worker.connect(src, port, op, i)
             self.ports[node_id] = (op, 0)
         return self.ports[node_id]
 
@@ -132,14 +139,17 @@ class _Builder:
         tt = node.scope.time_type
         (src,) = node.inputs
         if self.consumers[node.id] == 1:
-            # applied by its consumer if that is a stateless operator (else an operator of
-            # its own when the consumer is built: _port)
-            up = self.fused.pop(src.id, None)
-            if up is None:
-                self.fused[node.id] = _Fused(src, fn, (name or node.op,))
+            # applied by its consumer if that is a stateless operator or an arrangement (else
+            # an operator of its own when the consumer is built: _port)
+            name = name or node.op
+            up = self.fused.get(src.id)
+            if up is None or len(up.inputs) > 1:
+                self.fused[node.id] = _Fused(((src, fn),), name)
             else:  # (a chain: one function)
-                self.fused[node.id] = _Fused(up.source, _then(up.fn, fn, self.k),
-                                             (*up.names, name or node.op))
+                del self.fused[src.id]
+                ((source, first),) = up.inputs
+                self.fused[node.id] = _Fused(((source, _then(first, fn, self.k)),),
+                                             f"{up.name}+{name}")
             return
         self._add(Linear(name or node.op, [tt], tt, [fn], self.k), node, node.inputs)
 
@@ -152,9 +162,16 @@ class _Builder:
         if prepare is None and node.op == "arrange" and tuple(node.params["keys"]) == keys:
             return self.arranged[node.id]
         tt = node.scope.time_type
+        fused = self.fused.pop(node.id, None)  # (its inputs taken on ports of the arrangement)
+        inputs = ((node, None),) if fused is None else fused.inputs
+        sources = [self._port(n.id) for n, _ in inputs]
         op = ArrangeOp(tt, self.k, keys, self._empty(node) if empty is None else empty,
-                       prepare=prepare, sums=sums)
-        self._add(op, None, (node,))
+                       prepare=prepare, sums=sums, fns=[fn for _, fn in inputs])
+        if fused is not None:
+            op.name = f"{fused.name}+{op.name}"
+        self.worker.add(op)
+        for i, (src, port) in enumerate(sources):
+            self.worker.connect(src, port, op, i)
         return op
 
     # ------------------------------------------------------------------ sources and sinks
@@ -221,6 +238,22 @@ class _Builder:
 
     def _op_concat(self, node: Node) -> None:
         tt = node.scope.time_type
+        if self.consumers[node.id] == 1:
+            # taken up by its consumer if that is an arrangement (else an operator of its own
+            # when the consumer is built: _port), with the functions of its fused inputs
+            inputs: list[tuple[Node, Any]] = []
+            names = []
+            for n in node.inputs:
+                up = self.fused.get(n.id)
+                if up is not None and len(up.inputs) == 1:
+                    del self.fused[n.id]
+                    inputs.append(up.inputs[0])
+                    names.append(up.name)
+                else:
+                    inputs.append((n, None))
+                    names.append("-")
+            self.fused[node.id] = _Fused(tuple(inputs), f"concat({', '.join(names)})")
+            return
         self._add(Linear("concat", [tt] * len(node.inputs), tt, [None] * len(node.inputs), self.k),
                   node, node.inputs)
 

@@ -148,7 +148,8 @@ def test_select_of_only_literals_keeps_every_record(runtime):
 
 def _chains(flow, i):
     """Stateless chains whose last node has one consumer, itself stateless (a concat, a loop's
-    enter, variable and leave): built as no operators of their own (see ``ddflow.build``)."""
+    enter, variable and leave) or an arrangement, and concats read by an arrangement alone:
+    built as no operators of their own (see ``ddflow.build``)."""
     xs, ys = i["xs"], i["ys"]
     chain = xs.filter(dd.col("x") >= 1).select(x=dd.col("x") * 2, s=dd.col("s")).negate().negate()
     mixed = chain.concat(ys.filter(dd.col("x") < 4).select("x", "s"), xs.negate())
@@ -159,8 +160,11 @@ def _chains(flow, i):
 
     looped = ys.with_columns(x=dd.col("x") % 3).filter(dd.col("s") != "ab").iterate(body)
     shared = ys.select(x=dd.col("x") + 1, s=dd.col("s"))  # (read twice: an operator)
+    # a join's inputs: a concat of chains, and a chain (each arranged as it arrives)
+    joined = (xs.filter(dd.col("x") >= 1).select("x", "s").concat(ys.negate())
+              .join(ys.filter(dd.col("x") < 5).select("x", t=dd.col("s")), on="x"))
     return [mixed, looped.select("s", y=dd.col("x") * 10).filter(dd.col("y") > 0),
-            shared.concat(shared.filter(dd.col("x") > 2).negate())]
+            shared.concat(shared.filter(dd.col("x") > 2).negate()), joined]
 
 
 @SETTINGS
@@ -172,7 +176,9 @@ def test_fused_chains_match_reference(runtime, case):
     assert names == [
         "concat(-, filter+negate)",  # the chain on the shared select's second reader
         "concat(filter+select+negate+negate, filter+select, negate)",
-        "concat(select+filter, filter)",  # the loop body's
+        "concat(filter+select, negate)+arrange",  # the join's inputs
+        "concat(select+filter, filter)+arrange",  # the loop body's, taken up by the distinct's
+        "filter+select+arrange",
         "select+filter",  # after the loop: an operator of its own (an output reads it)
         "with_columns+filter+enter",
     ], names

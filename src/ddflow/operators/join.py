@@ -33,15 +33,22 @@ __all__ = ["ArrangeOp", "JoinOp"]
 
 
 class ArrangeOp(Operator):
-    """Maintains an arrangement of its input and forwards the arranged batches."""
+    """Maintains an arrangement of its input and forwards the arranged batches.
+
+    Its input may come on several ports, each with a function applied to the messages
+    arriving there (``fns``; None: none): the arrangement is then of the union of what the
+    functions give, as of a ``concat`` of stateless nodes before it (see :mod:`ddflow.build`).
+    """
 
     name = "arrange"
     watches_frontier = False
 
     def __init__(self, tt: TimeType, kernels: Any, keys: Sequence[str], empty: Any,
                  prepare: Callable[[Any], Any] | None = None,
-                 sums: Sequence[str] = ("__diff",)) -> None:
-        super().__init__([tt], [tt])
+                 sums: Sequence[str] = ("__diff",),
+                 fns: Sequence[Callable[[Any], Any] | None] = (None,)) -> None:
+        super().__init__([tt] * len(fns), [tt])
+        self.fns = list(fns)
         self.kernels = kernels
         self.keys = list(keys)
         self.prepare = prepare
@@ -52,8 +59,13 @@ class ArrangeOp(Operator):
     def schedule(self) -> None:
         k = self.kernels
         at: dict[Any, list[Any]] = {}  # the batches of each time, consolidated as one
-        for t, batch in self.pull(0):
-            at.setdefault(t, []).append(batch)
+        for port, fn in enumerate(self.fns):
+            for t, batch in self.pull(port):
+                if fn is not None:
+                    batch = fn(batch)
+                    if batch is None or k.is_empty(batch):
+                        continue
+                at.setdefault(t, []).append(batch)
         while at:  # (each time's input let go before the next: a batch can be large)
             t = next(iter(at))
             batches = at.pop(t)
