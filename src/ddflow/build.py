@@ -5,8 +5,9 @@ each operator gets a lower scheduling index than its consumers (the scheduler ru
 index with work first: upstream before downstream, the loop's variable before its body). Each
 node becomes one operator, except:
 
-* ``join`` and ``reduce`` inputs are arranged first (an ``ArrangeOp``), unless the input is an
-  ``arrange`` node with the same keys, whose arrangement is then shared;
+* ``join`` inputs are arranged first (an ``ArrangeOp``), unless the input is an ``arrange``
+  node with the same keys, whose arrangement is then shared; a ``reduce`` arranges its input
+  itself (an :class:`~ddflow.operators.join.Arranger` it keeps: nothing else reads it);
 * a loop's ``variable`` is the concatenation of the entered collection and the loop's feedback,
   connected once the ``feedback`` node (after the body) has been built;
 * a stateless one-input node that keeps its input's times (``select``, ``with_columns``,
@@ -30,7 +31,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ddflow.kernels.local import DIFF
 from ddflow.operators.io import InputOp, OutputOp, ProbeOp
-from ddflow.operators.join import ArrangeOp, JoinOp
+from ddflow.operators.join import ArrangeOp, Arranger, JoinOp
 from ddflow.operators.linear import ConsolidateOp, Linear
 from ddflow.operators.reduce import ReduceOp, ReduceSpec
 from ddflow.operators.vertex import VertexOp
@@ -111,7 +112,7 @@ class _Builder:
             sources.append(self._port(n.id))
         if any(c != "-" for c in chains):  # (named after what it applies: select+enter, or
             # concat(select+filter, -) for a chain on the first of two inputs)
-            name = op.name
+            name = op.kind = op.name
             op.name = f"{chains[0]}+{name}" if len(chains) == 1 else f"{name}({', '.join(chains)})"
         self.worker.add(op)  # (after any operator _port made for its inputs: upstream first)
         for i, (src, port) in enumerate(sources):
@@ -161,18 +162,34 @@ class _Builder:
         """An arrangement of ``node`` by ``keys``: shared if ``node`` is such an arrangement."""
         if prepare is None and node.op == "arrange" and tuple(node.params["keys"]) == keys:
             return self.arranged[node.id]
-        tt = node.scope.time_type
+        arranger, sources, name = self._arranger(node, keys, prepare, sums, empty)
+        op = ArrangeOp(node.scope.time_type, arranger)
+        self._add_reading(op, sources, name)
+        return op
+
+    def _arranger(self, node: Node, keys: tuple[str, ...], prepare: Any = None,
+                  sums: tuple[str, ...] = (DIFF,), empty: Any = None
+                  ) -> tuple[Arranger, list[tuple[Operator, int]], str | None]:
+        """A new arrangement of ``node`` by ``keys``, for an operator to keep: the
+        :class:`Arranger`, the ports its operator's inputs read, and the name of the fused
+        node it takes up (None: none; see the module)."""
         fused = self.fused.pop(node.id, None)  # (its inputs taken on ports of the arrangement)
         inputs = ((node, None),) if fused is None else fused.inputs
         sources = [self._port(n.id) for n, _ in inputs]
-        op = ArrangeOp(tt, self.k, keys, self._empty(node) if empty is None else empty,
-                       prepare=prepare, sums=sums, fns=[fn for _, fn in inputs])
+        arranger = Arranger(node.scope.time_type, self.k, keys,
+                            self._empty(node) if empty is None else empty, prepare=prepare,
+                            sums=sums, fns=[fn for _, fn in inputs])
+        return arranger, sources, None if fused is None else fused.name
+
+    def _add_reading(self, op: Operator, sources: list[tuple[Operator, int]],
+                     fused: str | None) -> None:
+        """Add ``op``, its inputs reading ``sources`` (named after the node it takes up)."""
         if fused is not None:
-            op.name = f"{fused.name}+{op.name}"
+            op.kind = op.name
+            op.name = f"{fused}+{op.name}"
         self.worker.add(op)
         for i, (src, port) in enumerate(sources):
             self.worker.connect(src, port, op, i)
-        return op
 
     # ------------------------------------------------------------------ sources and sinks
 
@@ -349,11 +366,12 @@ class _Builder:
         def prepare(b: Any) -> Any:
             return k.reduce_prepare(spec, b, tt)
 
-        arr = self._arrangement(src, spec.keys, prepare=prepare, sums=(DIFF, *spec.weights),
-                                empty=self._empty(src))
-        op = ReduceOp(tt, k, arr.spine, spec, self._empty(node))
-        self.worker.add(op)
-        self.worker.connect(arr, 0, op, 0)
+        # (the input's arrangement, kept by the reduce: no other operator reads it)
+        arranger, sources, name = self._arranger(src, spec.keys, prepare=prepare,
+                                                 sums=(DIFF, *spec.weights),
+                                                 empty=self._empty(src))
+        op = ReduceOp(tt, k, arranger, spec, self._empty(node))
+        self._add_reading(op, sources, name)
         self.ports[node.id] = (op, 0)
 
 

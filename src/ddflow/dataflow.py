@@ -252,7 +252,7 @@ class _ProgressWatch:
 
     def step(self, op: Any) -> None:
         self.steps += 1
-        self.operator = op.name
+        self.operator = op.kind or op.name
         now = _time.perf_counter()
         if now - self.last >= self.every:
             self.last = now

@@ -66,6 +66,10 @@ class Operator:
     """
 
     name = "operator"
+    #: what the operator is (``reduce``, ``join``, ``enter``...) where its ``name`` also
+    #: names the stateless nodes it takes up (``concat(select, -)+reduce``: see
+    #: :mod:`ddflow.build`); empty where the name says only that
+    kind = ""
     #: whether :meth:`schedule` reads input frontiers: an operator that never does (a stateless
     #: one) is not activated when they move, and progress tracking skips its inputs
     watches_frontier = True

@@ -16,6 +16,7 @@ from collections import Counter
 from harness import make_flow
 
 import ddflow as dd
+from ddflow.operators.reduce import ReduceOp
 from ddflow.testing import frame_to_counter, reference
 
 W = 50
@@ -35,7 +36,7 @@ def arrangement_sizes(flow) -> dict[str, int]:
     for op in flow.worker.operators:
         if hasattr(op, "spine"):
             sizes[f"{op!r}"] = len(op.spine)
-        if op.name == "reduce":
+        if isinstance(op, ReduceOp):
             sizes[f"{op!r} output"] = len(op.output)
             sizes[f"{op!r} input"] = len(op.input)
     return sizes

@@ -177,7 +177,7 @@ def test_fused_chains_match_reference(runtime, case):
         "concat(-, filter+negate)",  # the chain on the shared select's second reader
         "concat(filter+select+negate+negate, filter+select, negate)",
         "concat(filter+select, negate)+arrange",  # the join's inputs
-        "concat(select+filter, filter)+arrange",  # the loop body's, taken up by the distinct's
+        "concat(select+filter, filter)+reduce",  # the loop body's, taken up by the distinct
         "filter+select+arrange",
         "select+filter",  # after the loop: an operator of its own (an output reads it)
         "with_columns+filter+enter",

@@ -22,32 +22,28 @@ frontier, so each trace may be compacted to the frontier of the *other* input.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-from ddflow.lattice import TimeType
+from ddflow.lattice import Time, TimeType
 from ddflow.timely import Operator
 from ddflow.trace import Spine
 
-__all__ = ["ArrangeOp", "JoinOp"]
+__all__ = ["ArrangeOp", "Arranger", "JoinOp"]
 
 
-class ArrangeOp(Operator):
-    """Maintains an arrangement of its input and forwards the arranged batches.
-
-    Its input may come on several ports, each with a function applied to the messages
-    arriving there (``fns``; None: none): the arrangement is then of the union of what the
-    functions give, as of a ``concat`` of stateless nodes before it (see :mod:`ddflow.build`).
+class Arranger:
+    """What an arrangement does with its input, for the operator that keeps it: the messages
+    of each time, from every input port (each through its function, ``fns``; None: none),
+    concatenated, prepared (``prepare``), consolidated, arranged by ``keys`` and inserted
+    into the :class:`Spine`. Several ports arrange the union of what their functions give,
+    as of a ``concat`` of stateless nodes before the arrangement (see :mod:`ddflow.build`).
     """
-
-    name = "arrange"
-    watches_frontier = False
 
     def __init__(self, tt: TimeType, kernels: Any, keys: Sequence[str], empty: Any,
                  prepare: Callable[[Any], Any] | None = None,
                  sums: Sequence[str] = ("__diff",),
                  fns: Sequence[Callable[[Any], Any] | None] = (None,)) -> None:
-        super().__init__([tt] * len(fns), [tt])
         self.fns = list(fns)
         self.kernels = kernels
         self.keys = list(keys)
@@ -56,11 +52,14 @@ class ArrangeOp(Operator):
         empty = empty if prepare is None else prepare(empty)
         self.spine = Spine(kernels, tt, keys, kernels.arrange(empty, keys), sums=sums)
 
-    def schedule(self) -> None:
+    def arrange(self, messages: Sequence[list[tuple[Time, Any]]]
+                ) -> Iterator[tuple[Time, Any]]:
+        """Arrange and insert the messages (a list per port): each time's arranged batch,
+        once inserted (none for a time whose updates cancel)."""
         k = self.kernels
-        at: dict[Any, list[Any]] = {}  # the batches of each time, consolidated as one
-        for port, fn in enumerate(self.fns):
-            for t, batch in self.pull(port):
+        at: dict[Time, list[Any]] = {}  # the batches of each time, consolidated as one
+        for fn, msgs in zip(self.fns, messages, strict=True):
+            for t, batch in msgs:
                 if fn is not None:
                     batch = fn(batch)
                     if batch is None or k.is_empty(batch):
@@ -75,9 +74,26 @@ class ArrangeOp(Operator):
                 batch = self.prepare(batch)
             batch = k.arrange(k.consolidate(batch, self.sums), self.keys)
             n = k.height(batch)
-            if n == 0:
-                continue
-            self.spine.insert(batch, n)
+            if n:
+                self.spine.insert(batch, n)
+                yield t, batch
+
+
+class ArrangeOp(Operator):
+    """Maintains an arrangement of its input (an :class:`Arranger`, with an input port per
+    function) and forwards the arranged batches, for any number of readers to share."""
+
+    name = "arrange"
+    watches_frontier = False
+
+    def __init__(self, tt: TimeType, arranger: Arranger) -> None:
+        super().__init__([tt] * len(arranger.fns), [tt])
+        self.arranger = arranger
+        self.spine = arranger.spine
+
+    def schedule(self) -> None:
+        ports = range(len(self.input_types))
+        for t, batch in self.arranger.arrange([self.pull(p) for p in ports]):
             self.send(0, t, batch)
 
 

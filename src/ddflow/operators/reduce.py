@@ -45,6 +45,7 @@ import numpy as np
 from ddflow.frontier import minimal_sorted
 from ddflow.kernels.local_rows import members
 from ddflow.lattice import Time, TimeType
+from ddflow.operators.join import Arranger
 from ddflow.timely import Operator
 from ddflow.trace import Spine
 
@@ -99,14 +100,17 @@ class ReduceOp(Operator):
 
     name = "reduce"
 
-    def __init__(self, tt: TimeType, kernels: Any, input_spine: Spine, spec: ReduceSpec,
+    def __init__(self, tt: TimeType, kernels: Any, arranger: Arranger, spec: ReduceSpec,
                  output_empty: Any) -> None:
-        super().__init__([tt], [tt])
+        super().__init__([tt] * len(arranger.fns), [tt])
         self.tt = tt
         self.kernels = kernels
         self.spec = spec
-        self.input = input_spine
-        self.input_handle = input_spine.handle()
+        #: the arrangement of the input, kept by this operator (no operator step of its own:
+        #: a reduce's input arrangement has no other reader)
+        self.arranger = arranger
+        self.input = arranger.spine
+        self.input_handle = self.input.handle()
         self.output = Spine(kernels, tt, spec.keys, kernels.arrange(output_empty, spec.keys))
         self.output_handle = self.output.handle()
         #: keys with work pending at each time not yet complete: time -> batches of keys
@@ -125,7 +129,8 @@ class ReduceOp(Operator):
 
     def schedule(self) -> None:
         k = self.kernels
-        msgs = self.pull(0)
+        ports = range(len(self.input_types))
+        msgs = list(self.arranger.arrange([self.pull(p) for p in ports]))
         self._refresh("input", self.input, [b for _, b in msgs])
         self._refresh("output", self.output, [])
         took = self._take_input(msgs)
@@ -135,7 +140,7 @@ class ReduceOp(Operator):
             # evaluated in this step (holding capabilities for them first)
             self.set_capabilities(self._minimal_pending())
             self.settle()
-        frontier = self.frontier(0)
+        frontier = self.input_frontier()
         ready = self._ready(frontier)
         while ready:
             self._evaluate_ready(ready)
@@ -146,7 +151,7 @@ class ReduceOp(Operator):
             # evaluated in this step, not in another one per iteration
             self.set_capabilities(self._minimal_pending())
             self.settle(propagate=True)
-            frontier = self.frontier(0)
+            frontier = self.input_frontier()
             ready = self._ready(frontier)
         for what in ("input", "output"):
             kept = self._read.get(what)
