@@ -1,12 +1,19 @@
 """The join operator's step with new batches on both sides: ``dL x R + (L - dL) x dR``, where
-``L - dL`` is the left trace without the new left batches."""
+``L - dL`` is the left trace without the new left batches; and what the arranger before it
+holds on to."""
 
 from __future__ import annotations
 
+import weakref
 from collections import Counter
 
+import polars as pl
+
 import ddflow as dd
-from ddflow.operators.join import JoinOp
+from ddflow.kernels.local import LocalKernels
+from ddflow.kernels.local_rows import frame
+from ddflow.lattice import TimeType
+from ddflow.operators.join import Arranger, JoinOp
 from ddflow.testing import frame_to_counter, reference
 from ddflow.trace import Spine
 
@@ -67,3 +74,31 @@ def test_both_sides_new_in_one_step_give_each_product_once(monkeypatch):
         pairs = sum(1 for k, _ in ls for k2, _ in rs if k == k2)
         assert sum(sent) == sum(new.values()) + (0 if held[-1] else 2 * pairs), epoch
         assert held[-1] == (epoch < 2)
+
+
+def test_an_arranger_lets_go_of_the_batches_as_they_came():
+    """The messages an arranger is given are emptied once each port's function has been
+    applied: a large batch as it came (a join's output before the select taken up into the
+    arrangement) is not held while what the function gave is arranged and inserted; the
+    arranged batch holds exactly the selected updates, consolidated."""
+    tt = TimeType(("product",))
+    k = LocalKernels()
+    schema = {"k": pl.Int64, "v": pl.Int64, "__t0": pl.Int64, "__diff": pl.Int64}
+    arranger = Arranger(tt, k, ["k"], pl.DataFrame(schema=schema),
+                        fns=[lambda b: b.filter(pl.col("k") < 10), None])
+    came = pl.DataFrame({"k": range(5000), "v": [1] * 5000, "__t0": [0] * 5000,
+                         "__diff": [1] * 5000}, schema=schema)
+    other = pl.DataFrame({"k": [3, 3], "v": [1, 1], "__t0": [0, 0], "__diff": [-1, 2]},
+                         schema=schema)
+    gone = weakref.ref(came)
+    messages = [[((0,), came)], [((0,), other)]]
+    del came
+    out = arranger.arrange(messages)
+    t, batch = next(out)
+    assert messages == [] and gone() is None
+    assert t == (0,)
+    got = Counter()
+    for key, v, _, d in frame(batch).select("k", "v", "__t0", "__diff").iter_rows():
+        got[(key, v)] += d
+    assert got == Counter({(key, 1): 1 + (key == 3) for key in range(10)})
+    assert list(out) == []

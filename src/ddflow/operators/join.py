@@ -52,19 +52,12 @@ class Arranger:
         empty = empty if prepare is None else prepare(empty)
         self.spine = Spine(kernels, tt, keys, kernels.arrange(empty, keys), sums=sums)
 
-    def arrange(self, messages: Sequence[list[tuple[Time, Any]]]
-                ) -> Iterator[tuple[Time, Any]]:
-        """Arrange and insert the messages (a list per port): each time's arranged batch,
-        once inserted (none for a time whose updates cancel)."""
+    def arrange(self, messages: list[list[tuple[Time, Any]]]) -> Iterator[tuple[Time, Any]]:
+        """Arrange and insert the messages (a list per port, emptied: the batches as they
+        came are let go of once their functions have been applied): each time's arranged
+        batch, once inserted (none for a time whose updates cancel)."""
         k = self.kernels
-        at: dict[Time, list[Any]] = {}  # the batches of each time, consolidated as one
-        for fn, msgs in zip(self.fns, messages, strict=True):
-            for t, batch in msgs:
-                if fn is not None:
-                    batch = fn(batch)
-                    if batch is None or k.is_empty(batch):
-                        continue
-                at.setdefault(t, []).append(batch)
+        at = self._by_time(messages)  # the batches of each time, consolidated as one
         while at:  # (each time's input let go before the next: a batch can be large)
             t = next(iter(at))
             batches = at.pop(t)
@@ -77,6 +70,22 @@ class Arranger:
             if n:
                 self.spine.insert(batch, n)
                 yield t, batch
+
+    def _by_time(self, messages: list[list[tuple[Time, Any]]]) -> dict[Time, list[Any]]:
+        """The messages' batches (through each port's function) by time; ``messages`` is
+        emptied, so that a large batch as it came (a join's output before a select) is not
+        held through the arrangement of what its function gave."""
+        k = self.kernels
+        at: dict[Time, list[Any]] = {}
+        for fn, msgs in zip(self.fns, messages, strict=True):
+            for t, batch in msgs:
+                if fn is not None:
+                    batch = fn(batch)
+                    if batch is None or k.is_empty(batch):
+                        continue
+                at.setdefault(t, []).append(batch)
+        messages.clear()
+        return at
 
 
 class ArrangeOp(Operator):
