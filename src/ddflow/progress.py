@@ -177,15 +177,27 @@ class Tracker:
     join, which reads them only to let its arrangements compact): no change is pushed to their
     inputs, and they are never reported as changed. In a dataflow of many joins (strongly
     connected components: 16 of its 35 watched inputs) about half of the pushing is to them.
+
+    ``merged``: watched nodes that read only the frontier of all their inputs together (a
+    reduce arranging several inputs itself, a consolidation): their ports share one frontier,
+    that of port 0, holding the times that may still arrive at any of them; a change reaching
+    several of them is pushed once.
     """
 
     def __init__(self, graph: ProgressGraph, watched: set[int] | None = None,
-                 on_demand: set[int] | frozenset[int] = frozenset()) -> None:
+                 on_demand: set[int] | frozenset[int] = frozenset(),
+                 merged: set[int] | frozenset[int] = frozenset()) -> None:
         self.graph = graph
         tracked = [(n, i) for n in range(len(graph.inputs)) for i in range(len(graph.inputs[n]))
                    if watched is None or n in watched]
-        self._targets: list[Port] = [p for p in tracked if p[0] not in on_demand]
+        # (a merged node's ports share its port 0's frontier: the times that may still
+        # arrive at any of them)
+        self._targets: list[Port] = [p for p in tracked if p[0] not in on_demand
+                                     and (p[1] == 0 or p[0] not in merged)]
         self._target_index = {p: k for k, p in enumerate(self._targets)}
+        for n, i in tracked:
+            if i and n in merged and n not in on_demand:
+                self._target_index[(n, i)] = self._target_index[(n, 0)]
         self._implied = [MutableAntichain(graph.inputs[n][i]) for n, i in self._targets]
         #: every location (a source or a target port): the targets it reaches (kept up to
         #: date from it), by their minimal summaries from it (a summary is applied once for
@@ -207,7 +219,9 @@ class Tracker:
                     for q, ss in summaries.items():
                         if q in self._target_index:
                             for one in ss:
-                                by_summary.setdefault(one, []).append(self._target_index[q])
+                                ks = by_summary.setdefault(one, [])
+                                if self._target_index[q] not in ks:  # (a merged node's)
+                                    ks.append(self._target_index[q])
                     self._reaches.append(list(by_summary.items()))
                     for q, s in summaries.items():
                         if q in self._into:

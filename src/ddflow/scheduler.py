@@ -70,7 +70,8 @@ class Worker:
         """Freeze the graph and start progress tracking."""
         watched = {op.index for op in self.operators if op.watches_frontier}
         on_demand = {op.index for op in self.operators if op.frontier_on_demand}
-        self.tracker = Tracker(self.graph, watched, on_demand)
+        merged = {op.index for op in self.operators if op.frontier_merged}
+        self.tracker = Tracker(self.graph, watched, on_demand, merged)
         for op in self.operators:
             op.on_start()
         for n in self.tracker.propagate():

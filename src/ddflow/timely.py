@@ -77,6 +77,9 @@ class Operator:
     #: operator that reads them only when it runs anyway (for messages), and need not run
     #: when they move (see :class:`~ddflow.progress.Tracker`)
     frontier_on_demand = False
+    #: whether it reads only the frontier of all its inputs together (:meth:`input_frontier`):
+    #: progress tracking then keeps one frontier for them, not one per input
+    frontier_merged = False
 
     def __init__(
         self,
@@ -129,7 +132,7 @@ class Operator:
 
     def input_frontier(self) -> list[Time]:
         """The frontier of all inputs together: the minimal times that may arrive at any."""
-        if len(self.input_types) == 1:
+        if len(self.input_types) == 1 or self.frontier_merged:
             return self.frontier(0)
         tt = self.input_types[0]
         out: list[Time] = []

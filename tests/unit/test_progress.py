@@ -736,3 +736,38 @@ def test_tracker_with_some_frontiers_on_demand_agrees(args, data):
                 for i in range(len(g.inputs[n])):
                     assert some.frontier(n, i) == full.frontier(n, i)
     assert some.all_complete() and full.all_complete()
+
+
+@given(dags_with_pointstamps(), st.data())
+@settings(max_examples=80, deadline=None)
+def test_tracker_with_some_frontiers_merged_agrees(args, data):
+    """A tracker told to merge some nodes' input frontiers (for a node that reads only the
+    frontier of all its inputs together: a reduce, a loop's feedback) gives each of their
+    inputs the minimal times of the full tracker's frontiers of all of them, after every
+    propagate as pointstamps come and go; other nodes get what the full tracker gives them,
+    and a merged node is reported changed only when the full tracker reports it."""
+    g, pointstamps = args
+    nodes = range(len(g.inputs))
+    merged = data.draw(st.sets(st.sampled_from(list(nodes)))) if g.inputs else set()
+    full, some = Tracker(g), Tracker(g, merged=merged)
+    retired = [(loc, t, -d) for loc, t, d in data.draw(st.permutations(pointstamps))]
+    for updates in (pointstamps, retired):
+        cuts = sorted(data.draw(st.lists(st.integers(0, len(updates)), max_size=3)))
+        for lo, hi in itertools.pairwise([0, *cuts, len(updates)]):
+            for loc, t, d in updates[lo:hi]:
+                apply(full, loc, t, d)
+                apply(some, loc, t, d)
+            changed_full, changed_some = full.propagate(), some.propagate()
+            assert changed_some - merged == changed_full - merged
+            assert changed_some & merged <= changed_full
+            for n in nodes:
+                ports = range(len(g.inputs[n]))
+                if n in merged:
+                    together = minimal(g.inputs[n][0] if g.inputs[n] else EPOCHS,
+                                       [t for i in ports for t in full.frontier(n, i)])
+                    for i in ports:
+                        assert set(some.frontier(n, i)) == together
+                else:
+                    for i in ports:
+                        assert some.frontier(n, i) == full.frontier(n, i)
+    assert some.all_complete() and full.all_complete()

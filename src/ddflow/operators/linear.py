@@ -78,6 +78,8 @@ class ConsolidateOp(Operator):
     forever. Invariant: the capability held for each buffered time is at its output time.
     """
 
+    frontier_merged = True  # (it reads input_frontier alone)
+
     def __init__(self, name: str, tt: TimeType, kernels: Any, ports: int,
                  negate: Sequence[int] = (), increment: bool = False,
                  limit: int | None = None) -> None:

@@ -99,6 +99,7 @@ class ReduceOp(Operator):
     """Maintains ``f`` of every key's group as the input changes."""
 
     name = "reduce"
+    frontier_merged = True
 
     def __init__(self, tt: TimeType, kernels: Any, arranger: Arranger, spec: ReduceSpec,
                  output_empty: Any) -> None:
@@ -128,7 +129,6 @@ class ReduceOp(Operator):
         self._read: dict[str, tuple[Any, Any, tuple[int, int]]] = {}
 
     def schedule(self) -> None:
-        k = self.kernels
         ports = range(len(self.input_types))
         msgs = list(self.arranger.arrange([self.pull(p) for p in ports]))
         self._refresh("input", self.input, [b for _, b in msgs])
