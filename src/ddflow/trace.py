@@ -58,6 +58,12 @@ class CuttingKernels(BatchKernels, Protocol):
     def merge_pieces(self, pieces: list[Any], keys: Sequence[str]) -> Any: ...
 
 
+#: up to this many batches at the end of a spine, of at most TAIL_ROWS updates together, are
+#: not merged, where the kernels say ``small_tail`` (the local runtime's: a Spark job per
+#: batch read costs more than a merge, and Spark defers merges its own way)
+TAIL_BATCHES = 6
+TAIL_ROWS = 64
+
 #: merges of at least this many updates are done in steps (:class:`Merging`)
 FUELED_ROWS = 250_000
 
@@ -121,6 +127,8 @@ class Spine:
         self.empty = empty
         self.sums = tuple(sums)
         self.merge_factor = merge_factor
+        #: whether a few small batches at the end wait to be merged (TAIL_BATCHES)
+        self.small_tail = bool(getattr(kernels, "small_tail", False))
         #: updates merged so far (a measure of the work compaction did)
         self.merged_records = 0
         #: merges of at least this many updates are done in steps (None: FUELED_ROWS; they
@@ -172,6 +180,16 @@ class Spine:
         self.sizes.append(height)
         if len(self.sizes) < 2 or self.sizes[-2] > self.merge_factor * self.sizes[-1]:
             return
+        if height <= TAIL_ROWS and self.small_tail:
+            # a few small batches are left unmerged at the end (a small update inserts one
+            # per operator step, and merging a few rows costs its fixed cost each time)
+            n, rows = 0, 0
+            for size in reversed(self.sizes):
+                if size > TAIL_ROWS:
+                    break
+                n, rows = n + 1, rows + size
+            if n <= TAIL_BATCHES and rows <= TAIL_ROWS:
+                return
         # the batches a cascade of merges two at a time would reach (each merged batch at
         # least half its older neighbour), merged at once: each update is merged once per
         # cascade, not once per level, and a large merge never has to be finished at once

@@ -343,6 +343,7 @@ def test_a_kept_read_through_indexes_holds_only_batches_of_its_trace(monkeypatch
 
     monkeypatch.setattr(local_index, "INDEXED_ROWS", 200)
     monkeypatch.setattr(local_index, "HEAVY_ROWS", 4)
+    monkeypatch.setattr(trace, "TAIL_BATCHES", 0)  # (the batches indexed merged away soon)
     if fueled:  # (a merge's inputs are the trace's until it is done, some inserts later)
         monkeypatch.setattr(trace, "FUELED_ROWS", 64)
         monkeypatch.setattr(trace, "FUEL_CHUNK", 16)

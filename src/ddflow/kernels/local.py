@@ -94,6 +94,8 @@ class LocalKernels:
     """
 
     name = "local"
+    #: a spine leaves its last few small batches unmerged (:data:`ddflow.trace.TAIL_BATCHES`)
+    small_tail = True
 
     def __init__(self, small_rows: int = R.SMALL_ROWS) -> None:
         self.set_small_rows(small_rows)
