@@ -702,6 +702,16 @@ def test_tracker_watching_some_nodes_agrees_on_those(args, data):
                     some.frontier(n, i)
 
 
+def rounds(pointstamps, data):
+    """The pointstamps added, then retired in another order, in a few rounds each: the
+    updates of each round (a propagate after each)."""
+    retired = [(loc, t, -d) for loc, t, d in data.draw(st.permutations(pointstamps))]
+    for updates in (pointstamps, retired):
+        cuts = sorted(data.draw(st.lists(st.integers(0, len(updates)), max_size=3)))
+        for lo, hi in itertools.pairwise([0, *cuts, len(updates)]):
+            yield updates[lo:hi]
+
+
 @given(dags_with_pointstamps(), st.data())
 @settings(max_examples=80, deadline=None)
 def test_tracker_with_some_frontiers_on_demand_agrees(args, data):
@@ -713,28 +723,24 @@ def test_tracker_with_some_frontiers_on_demand_agrees(args, data):
     nodes = range(len(g.inputs))
     on_demand = data.draw(st.sets(st.sampled_from(list(nodes)))) if g.inputs else set()
     full, some = Tracker(g), Tracker(g, on_demand=on_demand)
-    # the pointstamps added, then retired in another order, propagated in a few rounds each
-    retired = [(loc, t, -d) for loc, t, d in data.draw(st.permutations(pointstamps))]
-    for updates in (pointstamps, retired):
-        cuts = sorted(data.draw(st.lists(st.integers(0, len(updates)), max_size=3)))
-        for lo, hi in itertools.pairwise([0, *cuts, len(updates)]):
-            mid = data.draw(st.integers(lo, hi))
-            for at, (loc, t, d) in enumerate(updates[lo:hi], start=lo):
-                if at == mid and data.draw(st.booleans()):
-                    some.count_pending()  # (some changes counted, more to come)
-                apply(full, loc, t, d)
-                apply(some, loc, t, d)
-            changed_full = full.propagate()
-            if data.draw(st.booleans()):
-                some.count_pending()
-                for n in on_demand:
-                    for i in range(len(g.inputs[n])):
-                        assert some.frontier(n, i) == full.frontier(n, i)
-            changed_some = some.propagate()
-            assert changed_some == changed_full - on_demand
-            for n in nodes:
+    for updates in rounds(pointstamps, data):
+        mid = data.draw(st.integers(0, len(updates)))
+        for at, (loc, t, d) in enumerate(updates):
+            if at == mid and data.draw(st.booleans()):
+                some.count_pending()  # (some changes counted, more to come)
+            apply(full, loc, t, d)
+            apply(some, loc, t, d)
+        changed_full = full.propagate()
+        if data.draw(st.booleans()):
+            some.count_pending()
+            for n in on_demand:
                 for i in range(len(g.inputs[n])):
                     assert some.frontier(n, i) == full.frontier(n, i)
+        changed_some = some.propagate()
+        assert changed_some == changed_full - on_demand
+        for n in nodes:
+            for i in range(len(g.inputs[n])):
+                assert some.frontier(n, i) == full.frontier(n, i)
     assert some.all_complete() and full.all_complete()
 
 
@@ -750,24 +756,21 @@ def test_tracker_with_some_frontiers_merged_agrees(args, data):
     nodes = range(len(g.inputs))
     merged = data.draw(st.sets(st.sampled_from(list(nodes)))) if g.inputs else set()
     full, some = Tracker(g), Tracker(g, merged=merged)
-    retired = [(loc, t, -d) for loc, t, d in data.draw(st.permutations(pointstamps))]
-    for updates in (pointstamps, retired):
-        cuts = sorted(data.draw(st.lists(st.integers(0, len(updates)), max_size=3)))
-        for lo, hi in itertools.pairwise([0, *cuts, len(updates)]):
-            for loc, t, d in updates[lo:hi]:
-                apply(full, loc, t, d)
-                apply(some, loc, t, d)
-            changed_full, changed_some = full.propagate(), some.propagate()
-            assert changed_some - merged == changed_full - merged
-            assert changed_some & merged <= changed_full
-            for n in nodes:
-                ports = range(len(g.inputs[n]))
-                if n in merged:
-                    together = minimal(g.inputs[n][0] if g.inputs[n] else EPOCHS,
-                                       [t for i in ports for t in full.frontier(n, i)])
-                    for i in ports:
-                        assert set(some.frontier(n, i)) == together
-                else:
-                    for i in ports:
-                        assert some.frontier(n, i) == full.frontier(n, i)
+    for updates in rounds(pointstamps, data):
+        for loc, t, d in updates:
+            apply(full, loc, t, d)
+            apply(some, loc, t, d)
+        changed_full, changed_some = full.propagate(), some.propagate()
+        assert changed_some - merged == changed_full - merged
+        assert changed_some & merged <= changed_full
+        for n in nodes:
+            ports = range(len(g.inputs[n]))
+            if n in merged:
+                together = minimal(g.inputs[n][0] if g.inputs[n] else EPOCHS,
+                                   [t for i in ports for t in full.frontier(n, i)])
+                for i in ports:
+                    assert set(some.frontier(n, i)) == together
+            else:
+                for i in ports:
+                    assert some.frontier(n, i) == full.frontier(n, i)
     assert some.all_complete() and full.all_complete()
