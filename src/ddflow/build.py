@@ -102,13 +102,12 @@ class _Builder:
         sources = []
         chains: list[str] = []
         for i, n in enumerate(inputs):
-            fused = self.fused.get(n.id)
-            chains.append("-")
-            if fused is not None and type(op) is Linear and len(fused.inputs) == 1:
-                del self.fused[n.id]  # (its function applied by op)
-                ((n, fn),) = fused.inputs
-                op.fns[i] = _then(fn, op.fns[i], self.k)
-                chains[i] = fused.name
+            chain = None
+            if type(op) is Linear:
+                n, fn, chain = self._chain(n)
+                if chain is not None:  # (its function applied by op)
+                    op.fns[i] = _then(fn, op.fns[i], self.k)
+            chains.append(chain or "-")
             sources.append(self._port(n.id))
         if any(c != "-" for c in chains):  # (named after what it applies: select+enter, or
             # concat(select+filter, -) for a chain on the first of two inputs)
@@ -120,6 +119,17 @@ class _Builder:
         if node is not None:
             self.ports[node.id] = (op, 0)
         return op
+
+    def _chain(self, n: Node) -> tuple[Node, Any, str | None]:
+        """What a reader of ``n`` takes up: where ``n`` is a fused chain of one-input nodes,
+        the node the chain reads, its function and its name (the chain is then the reader's
+        to apply); else ``n`` itself, with no function and no name."""
+        up = self.fused.get(n.id)
+        if up is None or len(up.inputs) > 1:
+            return n, None, None
+        del self.fused[n.id]
+        ((source, fn),) = up.inputs
+        return source, fn, up.name
 
     def _port(self, node_id: int) -> tuple[Operator, int]:
         """The operator and port giving a node's output: for a fused node read by an operator
@@ -143,14 +153,12 @@ class _Builder:
             # applied by its consumer if that is a stateless operator or an arrangement (else
             # an operator of its own when the consumer is built: _port)
             name = name or node.op
-            up = self.fused.get(src.id)
-            if up is None or len(up.inputs) > 1:
+            source, first, chain = self._chain(src)
+            if chain is None:
                 self.fused[node.id] = _Fused(((src, fn),), name)
             else:  # (a chain: one function)
-                del self.fused[src.id]
-                ((source, first),) = up.inputs
                 self.fused[node.id] = _Fused(((source, _then(first, fn, self.k)),),
-                                             f"{up.name}+{name}")
+                                             f"{chain}+{name}")
             return
         self._add(Linear(name or node.op, [tt], tt, [fn], self.k), node, node.inputs)
 
@@ -261,14 +269,9 @@ class _Builder:
             inputs: list[tuple[Node, Any]] = []
             names = []
             for n in node.inputs:
-                up = self.fused.get(n.id)
-                if up is not None and len(up.inputs) == 1:
-                    del self.fused[n.id]
-                    inputs.append(up.inputs[0])
-                    names.append(up.name)
-                else:
-                    inputs.append((n, None))
-                    names.append("-")
+                source, fn, chain = self._chain(n)
+                inputs.append((source, fn))
+                names.append(chain or "-")
             self.fused[node.id] = _Fused(tuple(inputs), f"concat({', '.join(names)})")
             return
         self._add(Linear("concat", [tt] * len(node.inputs), tt, [None] * len(node.inputs), self.k),
