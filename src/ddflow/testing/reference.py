@@ -1,4 +1,4 @@
-"""Testing helpers shared by users and ddflow's own tests: the reference interpreter.
+"""The reference interpreter: a dataflow's plan evaluated from scratch.
 
 The reference interpreter evaluates a dataflow's plan *from scratch* on the accumulated inputs of
 one epoch: every collection is a plain ``Counter`` of records (tuples) to multiplicities, every
