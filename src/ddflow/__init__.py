@@ -21,6 +21,7 @@ from ddflow.collection import Agg, Arranged, Collection, GroupBy, count, max, me
 from ddflow.dataflow import Dataflow, InputCollection, LocalRuntime, Output, Probe, RunProgress
 from ddflow.errors import (
     ClosedInputError,
+    DataflowFailedError,
     DDFlowError,
     ExpressionError,
     GraphError,
@@ -28,6 +29,7 @@ from ddflow.errors import (
     SchemaError,
     TimeError,
     TimelyError,
+    UserFunctionError,
 )
 from ddflow.expr import Expr, coalesce, col, concat_str, greatest, least, lit, when
 from ddflow.schema import Schema
@@ -51,6 +53,7 @@ __all__ = [
     "ClosedInputError",
     "Collection",
     "DDFlowError",
+    "DataflowFailedError",
     "Dataflow",
     "Expr",
     "ExpressionError",
@@ -67,6 +70,7 @@ __all__ = [
     "SparkRuntime",
     "TimeError",
     "TimelyError",
+    "UserFunctionError",
     "Vertex",
     "coalesce",
     "col",

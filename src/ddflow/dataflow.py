@@ -9,14 +9,22 @@ epoch that every input has moved past is complete at every output. Invariants:
   what was accepted before untouched;
 * epochs only move forward; ``advance_to`` an earlier epoch is an error;
 * an output's ``snapshot(e)`` is the accumulation of its changes at epochs ``<= e``, and is only
-  available for complete epochs.
+  available for complete epochs;
+* a failure inside ``run()`` (a user function that raised, an interrupt) never leaves silently
+  wrong results: the dataflow stops, ``run()`` raises (a :class:`~ddflow.errors.UserFunctionError`
+  naming the function, the line that gave it and the operator, for a user function), and every
+  later call that would feed or run the dataflow raises
+  :class:`~ddflow.errors.DataflowFailedError` naming that failure. Epochs complete before the
+  failure stay readable at the outputs.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 import time as _time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -26,10 +34,13 @@ from ddflow.build import build
 from ddflow.collection import Collection
 from ddflow.errors import (
     CallSite,
+    DDFlowError,
     ClosedInputError,
+    DataflowFailedError,
     GraphError,
     InputError,
     TimeError,
+    UserFunctionError,
     call_site,
 )
 from ddflow.kernels.local import DIFF, LocalKernels
@@ -85,6 +96,8 @@ class Dataflow:
         self.worker: Any = None
         self._epoch = 0
         self._loop_counts: dict[str, dict[tuple[int, ...], int]] = {}
+        #: the failure that stopped this dataflow (see :meth:`_check_usable`), if one did
+        self.failure: DDFlowError | BaseException | None = None
 
     # ------------------------------------------------------------------ building
 
@@ -138,6 +151,7 @@ class Dataflow:
     def advance_to(self, epoch: int) -> None:
         """Advance every open input to ``epoch``: epochs before it are closed."""
         site = call_site()
+        self._check_usable(site)
         if epoch < self._epoch:
             raise TimeError(f"advance_to({epoch}) goes back: the flow is at epoch {self._epoch}",
                             site=site)
@@ -148,6 +162,7 @@ class Dataflow:
 
     def close(self) -> None:
         """Close every input: no more updates will come."""
+        self._check_usable(call_site())
         for h in self.inputs.values():
             h.close()
 
@@ -169,12 +184,14 @@ class Dataflow:
                             f"got {progress!r}")
         if not every >= 0:
             raise ValueError(f"run(every=...) must be a number of seconds >= 0, got {every!r}")
+        self._check_usable(call_site())
         self._ensure_built()
         for h in self.inputs.values():
             h._flush()
             h._activate()
         if not progress:
-            self.worker.run()
+            with self._stop_on_failure():
+                self.worker.run()
             return
         watch = _ProgressWatch(_print_progress if progress is True else progress, every,
                                quiet_end=progress is True)
@@ -187,7 +204,8 @@ class Dataflow:
 
         self.worker.on_step = on_step
         try:
-            self.worker.run()
+            with self._stop_on_failure():
+                self.worker.run()
         finally:
             self.worker.on_step = previous
         watch.finish()
@@ -195,12 +213,37 @@ class Dataflow:
     def step(self) -> bool:
         """Run one operator activation; returns whether there was work (``while
         flow.step(): ...`` runs to the same point as ``run()``)."""
+        self._check_usable(call_site())
         self._ensure_built()
         for h in self.inputs.values():
             h._flush()
             if h._pending_work():
                 h._activate()
-        return bool(self.worker.step())
+        with self._stop_on_failure():
+            return bool(self.worker.step())
+
+    def _check_usable(self, site: CallSite | None) -> None:
+        """Refuse a call that would feed or run a dataflow stopped by a failure."""
+        if self.failure is not None:
+            raise DataflowFailedError(
+                f"this dataflow stopped when {_describe_failure(self.failure)}; what it had "
+                "accepted may be partly processed, so it cannot go on: build it again and feed "
+                "its inputs again",
+                site=site,
+            )
+
+    @contextmanager
+    def _stop_on_failure(self) -> Iterator[None]:
+        """Stop the dataflow on any exception escaping an operator step; a user function's
+        exception is raised again as a :class:`UserFunctionError` naming it."""
+        try:
+            yield
+        except BaseException as e:
+            error = _user_function_error(self, e)
+            self.failure = error if error is not None else e
+            if error is not None:
+                raise error from e
+            raise
 
     def loop_stats(self) -> pd.DataFrame:
         """Differences processed by each loop, per time: columns ``loop``, ``epoch``,
@@ -297,6 +340,7 @@ class InputCollection(Collection):
         return self._epoch
 
     def _check_open(self, site: CallSite | None, what: str) -> None:
+        self._flow._check_usable(site)
         if self.closed:
             raise ClosedInputError(f"{what} on input {self.name!r}, which is closed", site=site)
 
@@ -471,6 +515,62 @@ class InputCollection(Collection):
         if not self.closed:
             epochs.append(self._epoch)
         return min(epochs) if epochs else None
+
+
+def _describe_failure(failure: BaseException) -> str:
+    if isinstance(failure, UserFunctionError):
+        return str(failure)
+    return f"run() was interrupted by {type(failure).__name__}: {failure}"
+
+
+_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _user_function_error(flow: Dataflow, error: BaseException) -> UserFunctionError | None:
+    """A :class:`UserFunctionError` for an exception that a user function raised inside an
+    operator step, or None if the exception did not come from user code (an interrupt, a
+    failure of ddflow itself).
+
+    The function is the first frame of the traceback outside the ddflow package (the
+    function ddflow called); the plan node whose function it is names the operator and the
+    line that gave it."""
+    if not isinstance(error, Exception) or isinstance(error, DDFlowError):
+        return None
+    tb = error.__traceback__
+    frame = None
+    while tb is not None:
+        filename = os.path.abspath(tb.tb_frame.f_code.co_filename)
+        if not filename.startswith(_PACKAGE_DIR + os.sep):
+            frame = tb.tb_frame
+            break
+        tb = tb.tb_next
+    if frame is None:
+        return None
+    code = frame.f_code
+    node = next((n for n in flow.plan.nodes if _runs_in(n, frame)), None)
+    what = f"the function {code.co_name}"
+    if node is not None:
+        what = (f"the vertex {type(node.params['vertex']).__name__}.{code.co_name}"
+                if node.op == "vertex" else f"the {_kind(node)} function {code.co_name}")
+    where = f"{code.co_filename}:{code.co_firstlineno}"
+    return UserFunctionError(
+        f"{what} (defined at {where}) raised {type(error).__name__}: {error}",
+        site=node.site if node is not None else None,
+    )
+
+
+def _runs_in(node: Node, frame: Any) -> bool:
+    """Whether ``frame`` runs the user code of ``node``: its function, or a method of its
+    vertex."""
+    if node.op == "vertex":
+        return frame.f_locals.get("self") is node.params["vertex"]
+    fn = node.params.get("fn")
+    return fn is not None and getattr(fn, "__code__", None) is frame.f_code
+
+
+def _kind(node: Node) -> str:
+    kind = node.params.get("kind") if node.op == "reduce" else None
+    return {"reduce": "group_by().reduce", None: node.op}.get(kind, str(kind))
 
 
 def _update_rows(buffer: list[tuple[pl.DataFrame, int | pl.Series]], epoch: int

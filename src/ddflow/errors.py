@@ -21,12 +21,14 @@ __all__ = [
     "CallSite",
     "ClosedInputError",
     "DDFlowError",
+    "DataflowFailedError",
     "ExpressionError",
     "GraphError",
     "InputError",
     "SchemaError",
     "TimeError",
     "TimelyError",
+    "UserFunctionError",
     "call_site",
 ]
 
@@ -105,3 +107,19 @@ class GraphError(DDFlowError, ValueError):
 
 class TimelyError(DDFlowError, RuntimeError):
     """Misuse of the timely vertex API: sending or notifying at a time earlier than allowed."""
+
+
+class UserFunctionError(DDFlowError, RuntimeError):
+    """A user function (a ``map``, ``flat_map``, ``reduce``, ``threshold`` or ``inspect``
+    function, a vertex's handler) raised inside ``run()``. The original exception is its
+    ``__cause__``; ``site`` is the line that gave the function to ddflow. The dataflow has
+    stopped (see :class:`DataflowFailedError`)."""
+
+
+class DataflowFailedError(DDFlowError, RuntimeError):
+    """A call on a dataflow that stopped when an operator failed inside ``run()``.
+
+    An operator that fails may have taken some of an epoch's updates and not others, so the
+    dataflow cannot go on without risking silently wrong results: it refuses every later call
+    that would feed or run it, naming the original failure. Outputs still read the epochs that
+    were complete before the failure."""
