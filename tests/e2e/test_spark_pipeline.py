@@ -77,8 +77,12 @@ def test_a_malformed_file_is_named_and_loses_nothing(spark, tmp_path):
     edges = flow.input("edges", schema={"src": "int64", "dst": "int64", "ts": "int64"})
     out = edges.output()
     source = io.FolderSource(spark, edges, str(folder))
-    with pytest.raises(dd.InputError, match="part-0001.parquet"):
+    with pytest.raises(dd.InputError, match="part-0001.parquet") as info:
         source.poll()
+    # the root cause comes first, in one line, not buried in Spark's Java stack trace
+    message = str(info.value)
+    assert "\n" not in message and len(message) < 400, message
+    assert "is not a Parquet file" in message, message
     assert frame_to_counter(out.snapshot(epoch=0)) == {(1, 2, 0): 1}
 
 

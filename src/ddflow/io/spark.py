@@ -28,6 +28,7 @@ Spark kernels.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import threading
 import uuid
@@ -140,7 +141,9 @@ class FolderSource:
                 df = df.select(*[c for c in schema.fieldNames()])
                 rows = df.toArrow()
             except Exception as e:  # a malformed file: name it, keep what was accepted
-                raise InputError(f"cannot read {os.path.join(self.path, name)}: {e}") from e
+                raise InputError(
+                    f"cannot read {os.path.join(self.path, name)}: {root_cause(e)}"
+                ) from e
             frame = pl.from_arrow(rows)
             epoch = self.input.epoch
             self.input.insert_frame(frame, diff=self.diff)
@@ -284,6 +287,25 @@ class StreamingSource:
 
 
 # ---------------------------------------------------------------------- sinks
+
+
+_CAUSED_BY = re.compile(r"^\s*Caused by: (?:[\w$.]+(?:Exception|Error)): (.+)$", re.MULTILINE)
+_JAVA_PREFIX = re.compile(r"^(?:\[[A-Z_.]+\] )?(?:[a-z]+\.)+[\w$]+(?:Exception|Error): ")
+
+
+def root_cause(error: BaseException) -> str:
+    """The innermost cause of a Spark error, in one line: the message of the last ``Caused
+    by:`` of the Java stack trace a Spark exception carries (``... is not a Parquet file``),
+    or the first line of the error's own message, without Java class names.
+
+    >>> root_cause(RuntimeError("Job aborted.\\n\\tat org.x.Y(Y.java:1)\\nCaused by: "
+    ...     "java.lang.RuntimeException: f.parquet is not a Parquet file\\n\\tat a.b(c)"))
+    'f.parquet is not a Parquet file'
+    """
+    text = str(error)
+    causes = _CAUSED_BY.findall(text)
+    line = causes[-1] if causes else next((ln for ln in text.splitlines() if ln.strip()), "")
+    return _JAVA_PREFIX.sub("", line.strip()) or type(error).__name__
 
 
 def _replace_dir(tmp: str, final: str) -> None:
