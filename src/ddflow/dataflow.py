@@ -34,9 +34,9 @@ from ddflow.build import build
 from ddflow.collection import Collection
 from ddflow.errors import (
     CallSite,
-    DDFlowError,
     ClosedInputError,
     DataflowFailedError,
+    DDFlowError,
     GraphError,
     InputError,
     TimeError,
