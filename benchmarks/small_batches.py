@@ -5,6 +5,10 @@ One flow maintains connected components on an R-MAT graph; update batches of 1, 
 default, ``LocalRuntime(small_batch_rows=256)``) and with every batch in Polars
 (``small_batch_rows=0``), so both see the same graph, the same kind of changes and the same
 machine load. Reports the medians per batch size and their ratio (Polars only / rows).
+
+After each batch size's runs, the maintained labels must equal SciPy's connected components
+recomputed from scratch on the live edges (each node labelled with the least node of its
+component), or the run fails (:class:`ResultMismatch`); the JSON says ``"result_checked": true``.
 """
 
 from __future__ import annotations
@@ -12,12 +16,29 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import polars as pl
 
 import ddflow as dd
-from benchmarks.cc import change_edges
+from benchmarks.cc import change_edges, scipy_components, snapshot_labels
 from benchmarks.common import machine, summary
 from benchmarks.graphs import rmat
 from ddflow.kernels.local_rows import SMALL_ROWS
+
+
+class ResultMismatch(AssertionError):
+    """ddflow's maintained labels differ from the components recomputed from scratch."""
+
+
+def check_labels(out: dd.Output, live: pl.DataFrame, n_nodes: int, after: str) -> None:
+    """Raise :class:`ResultMismatch` unless ``out`` labels the nodes of ``live`` as SciPy's
+    connected components recomputed from scratch do."""
+    labels = snapshot_labels(out)
+    nodes, least = scipy_components(live, n_nodes)
+    want = dict(zip(nodes.tolist(), least.tolist(), strict=True))
+    if labels != want:
+        wrong = sorted(set(labels.items()) ^ set(want.items()))
+        raise ResultMismatch(f"after {after}: ddflow and SciPy disagree on {len(wrong)} "
+                             f"(node, label) pairs, e.g. {wrong[:5]}")
 
 
 def run(quick: bool = False) -> dict[str, Any]:
@@ -26,10 +47,11 @@ def run(quick: bool = False) -> dict[str, Any]:
     n_nodes = int(max(edges["src"].max(), edges["dst"].max())) + 1  # type: ignore[arg-type]
     flow = dd.Dataflow()
     inp = flow.input("edges", schema={"src": "int64", "dst": "int64"})
-    dd.graph.connected_components(inp).output()
+    out = dd.graph.connected_components(inp).output()
     inp.insert_frame(edges)
     flow.advance_to(1)
     flow.run()
+    check_labels(out, edges, n_nodes, "the first result")
     rng = np.random.default_rng(11)
     live = edges
     modes = {"rows": SMALL_ROWS, "polars_only": 0}
@@ -41,6 +63,7 @@ def run(quick: bool = False) -> dict[str, Any]:
                     flow.kernels.set_small_rows(small)
                     seconds, live = change_edges(flow, inp, live, n_nodes, b, rng)
                     lat[mode].setdefault(b, []).append(seconds)
+            check_labels(out, live, n_nodes, f"the batches of {b} changes")
     finally:
         flow.kernels.set_small_rows(SMALL_ROWS)
     rows = {}
@@ -49,4 +72,4 @@ def run(quick: bool = False) -> dict[str, Any]:
         rows[str(b)] = {"rows": r, "polars_only": c,
                         "speedup": round(c["median_ms"] / r["median_ms"], 2)}
     return {"benchmark": "small_batches", "machine": machine(), "edges": n_edges,
-            "small_batch_rows": SMALL_ROWS, "updates": rows}
+            "small_batch_rows": SMALL_ROWS, "updates": rows, "result_checked": True}

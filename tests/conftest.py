@@ -1,23 +1,93 @@
 """Shared fixtures: one Spark session per test process (pytest-xdist worker), from
 :func:`ddflow.kernels.spark.local_session` (``local[2]``, 4 shuffle partitions, no UI). Every
-Spark test, of the runtime, the pipeline and the semantics subset, uses this one session."""
+Spark test, of the runtime, the pipeline and the semantics subset, uses this one session.
+
+A *Spark test* is one marked ``spark``: by hand (a module's ``pytestmark``), or here, for every
+test that uses the ``spark`` fixture or runs on the semantics suite's ``"spark"`` runtime, so
+that ``pytest -m "not spark"`` deselects every one of them. A Spark test never passes by not
+running: where pyspark or a Java runtime (Java 17) is missing it fails, naming what is missing.
+It is skipped only on purpose, with ``DDFLOW_SKIP_SPARK=1`` in the environment (or deselected
+with ``-m "not spark"``).
+"""
 
 from __future__ import annotations
 
+import functools
+import os
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
+#: the environment variable that skips the Spark tests on purpose (any value but "" and "0")
+SKIP_SPARK = "DDFLOW_SKIP_SPARK"
+SKIP_REASON = f"Spark tests skipped on purpose ({SKIP_SPARK} is set)"
+
+
+def spark_opted_out() -> bool:
+    """Whether the Spark tests are to be skipped on purpose (:data:`SKIP_SPARK` is set)."""
+    return os.environ.get(SKIP_SPARK, "").strip() not in ("", "0")
+
+
+@functools.cache
+def spark_missing() -> str | None:
+    """What Spark needs and this machine lacks (pyspark, or a Java runtime), or None."""
+    try:
+        import pyspark  # noqa: F401
+    except ImportError as e:
+        return (f"pyspark is not installed or cannot be imported ({e}); install it with "
+                "pip install 'pyspark>=4,<5'")
+    from ddflow.kernels.spark import SparkUnavailableError, require_java
+
+    try:
+        require_java()
+    except SparkUnavailableError as e:
+        return e.message
+    return None
+
+
+def require_spark() -> None:
+    """Skip the current test if the Spark tests are skipped on purpose; fail it, naming what is
+    missing, if Spark cannot run here."""
+    if spark_opted_out():
+        pytest.skip(SKIP_REASON)
+    missing = spark_missing()
+    if missing is not None:
+        pytest.fail(
+            f"Spark tests need pyspark and a Java runtime (Java 17): {missing}. To skip the "
+            f"Spark tests on purpose, set {SKIP_SPARK}=1 or run pytest -m 'not spark'.",
+            pytrace=False,
+        )
+
+
+def uses_spark(item: pytest.Item) -> bool:
+    """Whether ``item`` uses the ``spark`` fixture (maybe through another fixture) or runs on
+    the ``"spark"`` runtime of the semantics suite. (A test's own parameter named ``spark``,
+    such as a Spark type name, is no fixture.)"""
+    callspec = getattr(item, "callspec", None)
+    params = callspec.params if callspec is not None else {}
+    if "spark" in getattr(item, "fixturenames", ()) and "spark" not in params:
+        return True
+    return params.get("runtime") == "spark"
+
+
+@pytest.hookimpl(tryfirst=True)  # before ``-m`` deselects by marker
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.get_closest_marker("spark") is None and uses_spark(item):
+            item.add_marker(pytest.mark.spark)
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    if item.get_closest_marker("spark") is not None:
+        require_spark()
+
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator[Any]:
-    pytest.importorskip("pyspark")
-    from ddflow.kernels.spark import SparkUnavailableError, local_session
+    require_spark()
+    from ddflow.kernels.spark import local_session
 
-    try:
-        session = local_session(app="ddflow-tests", partitions=4)
-    except SparkUnavailableError as e:
-        pytest.skip(str(e))
+    session = local_session(app="ddflow-tests", partitions=4)
     yield session
     session.stop()

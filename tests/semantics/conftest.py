@@ -1,11 +1,11 @@
 """Fixtures of the semantics suite: every test runs on the local runtime twice (as configured
 by default, small batches held as rows, and ``"local-columnar"``, every batch in Polars), and
-the tests in ``harness.SPARK_SUBSET`` on the Spark runtime too (``runtime`` is the runtime's name; build
-flows with ``harness.make_flow(runtime)``)."""
+the tests in ``harness.SPARK_SUBSET`` on the Spark runtime too (``runtime`` is the runtime's
+name; build flows with ``harness.make_flow(runtime)``). The Spark params are marked ``spark``:
+``-m "not spark"`` deselects them, and where Spark cannot run they fail, unless skipped on
+purpose (see ``tests/conftest.py``)."""
 
 from __future__ import annotations
-
-import importlib.util
 
 import pytest
 from harness import RUNTIMES, SPARK_SUBSET
@@ -16,13 +16,8 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         return
     runtimes = [r for r in RUNTIMES
                 if r != "spark" or metafunc.function.__name__ in SPARK_SUBSET]
-    params = []
-    for r in runtimes:
-        marks = []
-        if r == "spark":
-            marks.append(pytest.mark.skipif(importlib.util.find_spec("pyspark") is None,
-                                            reason="pyspark is not installed"))
-        params.append(pytest.param(r, marks=marks, id=r))
+    params = [pytest.param(r, marks=[pytest.mark.spark] if r == "spark" else [], id=r)
+              for r in runtimes]
     metafunc.parametrize("runtime", params, scope="session")
 
 

@@ -69,15 +69,11 @@ def make_flow(runtime: str) -> dd.Dataflow:
         return dd.Dataflow()
     if runtime == "local-columnar":  # every batch in Polars: the columnar kernels alone
         return dd.Dataflow(runtime=dd.LocalRuntime(small_batch_rows=0))
-    if runtime == "spark":
-        import pytest
+    if runtime == "spark":  # (tests/conftest.py fails the test first if Spark cannot run)
+        from ddflow.kernels.spark import local_session
 
-        from ddflow.kernels.spark import SparkUnavailableError, local_session
-
-        try:  # the process's one session (``getOrCreate``), shared with tests/spark's fixture
-            session = local_session(app="ddflow-tests", partitions=4)
-        except SparkUnavailableError as e:
-            pytest.skip(str(e))
+        # the process's one session (``getOrCreate``), shared with tests/spark's fixture
+        session = local_session(app="ddflow-tests", partitions=4)
         return dd.Dataflow(runtime=dd.SparkRuntime(session))
     raise ValueError(f"unknown runtime {runtime!r}; the runtimes are {RUNTIMES}")
 

@@ -49,7 +49,7 @@ def _fits(frame: pl.DataFrame, schema: Schema) -> None:
 
 
 @pytest.mark.parametrize(
-    ("spec", "name", "polars", "spark"),
+    ("spec", "name", "polars", "spark_type"),
     [
         ("int64", "int64", pl.Int64(), "bigint"),
         ("int32", "int32", pl.Int32(), "int"),
@@ -74,9 +74,9 @@ def _fits(frame: pl.DataFrame, schema: Schema) -> None:
         (pl.Datetime("us"), "datetime", pl.Datetime("us"), "timestamp_ntz"),
     ],
 )
-def test_dtype_parse(spec: Any, name: str, polars: pl.DataType, spark: str) -> None:
+def test_dtype_parse(spec: Any, name: str, polars: pl.DataType, spark_type: str) -> None:
     t = DType.parse(spec)
-    assert (t.name, t.nullable, t.polars, t.spark_type_name) == (name, False, polars, spark)
+    assert (t.name, t.nullable, t.polars, t.spark_type_name) == (name, False, polars, spark_type)
 
 
 def test_dtype_nullable_suffix() -> None:
@@ -150,10 +150,12 @@ def test_schema_repr_round_trips() -> None:
 
 
 def test_schema_is_immutable() -> None:
-    with pytest.raises(AttributeError):
-        EDGES._columns = ()
-    with pytest.raises(TypeError):
-        EDGES["x"] = DType("int64")  # type: ignore[index]
+    schema = Schema(dict(EDGES))  # (not EDGES: were it mutable, the other tests would see it)
+    with pytest.raises(AttributeError, match="Schema is immutable"):
+        schema._columns = ()
+    with pytest.raises(TypeError, match="does not support item assignment"):
+        schema["x"] = DType("int64")  # type: ignore[index]
+    assert schema == EDGES
 
 
 def test_schema_unknown_key() -> None:
@@ -168,7 +170,7 @@ def test_schema_unknown_key() -> None:
         ({"__t0": "int64"}, ["'__t0'", "reserved"]),
         ({"a": "int64", "__diff": "int64"}, ["'__diff'", "reserved"]),
         ({"": "int64"}, ["non-empty"]),
-        ({1: "int64"}, ["1"]),
+        ({1: "int64"}, ["non-empty strings", "got 1"]),
         ({"a": "int65"}, ["column 'a'", "'int65'", "int64, int32"]),
         ({"a": object}, ["column 'a'", "object"]),
         ([("a", "int64"), ("a", "str")], ["'a'", "twice"]),
@@ -297,8 +299,11 @@ def test_rows_accept_and_reject_by_type(dtype: str, good: list[Any], bad: list[A
             schema.rows_to_frame(rows)
         message = str(info.value)
         assert "column 'v'" in message, message
-        assert "at row 2" in message, message
-        assert repr(value)[:20] in message, message
+        assert "at row 2: " in message, message
+        # the value, looked for where the message describes it (the location after it has
+        # digits of its own: a value such as 0 or 1 would be found there)
+        described = message.split("at row 2: ", 1)[1].rsplit(" (at ", 1)[0]
+        assert repr(value)[:20] in described, message
         assert f"test_schema.py:{line}" in message
 
 

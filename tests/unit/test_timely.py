@@ -50,9 +50,13 @@ def test_distinct_count_vertex_sends_distinct_at_once_and_counts_on_notification
     flow.advance_to(2)
     flow.run()
     d = distinct.changes()
-    assert sorted(zip(d["word"], d["time"], d["diff"])) == [("a", 0, 1), ("b", 0, 1), ("b", 1, 1), ("c", 1, 1)]
+    assert sorted(zip(d["word"], d["time"], d["diff"], strict=True)) == [
+        ("a", 0, 1), ("b", 0, 1), ("b", 1, 1), ("c", 1, 1),
+    ]
     c = counts.changes()
-    assert sorted(zip(c.word, c.n, c.time)) == [("a", 2, 0), ("b", 1, 0), ("b", 1, 1), ("c", 1, 1)]
+    assert sorted(zip(c.word, c.n, c.time, strict=True)) == [
+        ("a", 2, 0), ("b", 1, 0), ("b", 1, 1), ("c", 1, 1),
+    ]
     assert v.notified == [(0,), (1,)]
 
 
@@ -100,5 +104,22 @@ def test_sending_or_notifying_before_the_current_event_is_an_error(what):
 
 
 def test_send_outside_a_callback_is_an_error():
-    with pytest.raises(dd.TimelyError):
+    flow, words, v, distinct, _ = build()
+    words.insert(["a"])
+    flow.advance_to(1)
+    flow.run()
+    with pytest.raises(dd.TimelyError, match=r"send_by called outside on_recv/on_notify"):
+        v.send_by(0, [("b",)], (1,))
+    with pytest.raises(dd.TimelyError, match=r"notify_at called outside on_recv/on_notify"):
+        v.notify_at((1,))
+    flow.advance_to(2)
+    flow.run()
+    d = distinct.changes()
+    assert sorted(zip(d["word"], d["time"], d["diff"], strict=True)) == [("a", 0, 1)]  # no "b"
+
+
+def test_send_by_a_vertex_outside_any_dataflow_is_an_error():
+    with pytest.raises(dd.TimelyError, match="not part of a running dataflow"):
         DistinctCount().send_by(0, [("a",)], (0,))
+    with pytest.raises(dd.TimelyError, match="not part of a running dataflow"):
+        DistinctCount().notify_at((0,))
