@@ -477,7 +477,8 @@ def _agg_type(a: Agg, schema: Schema) -> Any:
         return "float64"
     if a.kind == "sum":
         return "int64" if dt.kind in ("int", "bool") else "float64"
-    return dt.with_nullable(False)
+    # min/max skip nulls: a group whose values are all null has a null min and max
+    return dt
 
 
 def _named_exprs(exprs: Sequence[Expr | str], named: Mapping[str, Any],

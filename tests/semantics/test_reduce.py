@@ -231,3 +231,20 @@ def test_min_and_max_of_different_columns_in_one_agg(runtime):
     run = check_stream(build, G, stream, runtime)
     #                                      k lo   hi  time diff
     assert changes_table(run.outputs[0]) == [(0, 1, -1.5, 0, 1)]
+
+
+def test_min_max_of_a_group_whose_values_are_all_null_is_null(runtime):
+    """min/max skip nulls, so a group whose values are all null has a null min and max: their
+    columns are nullable where the aggregated column is (they were declared non-nullable, and a
+    snapshot turned the null into NaN)."""
+    stream = [[("g", (1, None), 1), ("g", (2, 5), 1), ("g", (2, None), 1)], [("g", (2, 5), -1)]]
+
+    def build(flow, i):
+        return i["g"].group_by("k").agg(lo=dd.min("v"), hi=dd.max("v"))
+
+    run = check_stream(build, {"g": {"k": "int64", "v": "int64?"}}, stream, runtime)
+    out = run.outputs[0]
+    assert str(out.schema["lo"]) == "int64?" and str(out.schema["hi"]) == "int64?"
+    #                                      k  lo    hi  time diff
+    assert changes_table(out) == [(1, None, None, 0, 1), (2, None, None, 1, 1),
+                                  (2, 5, 5, 0, 1), (2, 5, 5, 1, -1)]
