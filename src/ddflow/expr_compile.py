@@ -29,6 +29,67 @@ Nullability rules (a result is nullable iff it can hold a null for some valid in
   integer, or from an integer to ``int32`` (values that do not convert become null);
 * NaN is a float value, not a null.
 
+Width rules (the exact type within a family, as the local runtime computes it):
+
+* ``int32`` with ``int64`` is ``int64``; an integer with ``float32``, and a number with
+  ``float64``, is ``float64``; ``float32`` with ``float32`` stays ``float32``. A Python ``int``
+  combined with ``int32`` makes the operation ``int64`` if it does not fit in 32 bits; a Python
+  ``float`` combined with an integer makes it ``float64``; a Python number combined with
+  ``float32`` is rounded to ``float32`` first (``col("f32") == 0.1`` compares with
+  ``float32(0.1)``).
+* ``/`` is ``float32`` only for two ``float32`` operands whose divisor reads a column: a divisor
+  that reads no column is computed as a ``float64`` column (see ``visit_binary``), so
+  ``col("f32") / 2`` is ``float64``. ``**`` is ``float32`` iff its base is ``float32`` (the
+  exponent is then rounded to ``float32``). ``clip`` bounds are converted to the input's type.
+
+Value rules (what the local runtime computes; :mod:`ddflow.testing.values` states every rule
+in full and evaluates them in plain Python, for the reference interpreter):
+
+* Integer ``+ - *``, unary ``-`` and ``abs`` wrap around at the type's width
+  (``abs(-2**63) == -2**63``); ``//`` and ``%`` round toward negative infinity (``-7 % 3 == 2``),
+  are null for a zero divisor, and ``-2**63 // -1`` wraps to ``-2**63``.
+* Floats are IEEE 754 in their type, each ``float32`` result rounded to ``float32``: ``x / 0.0``
+  is ``±inf`` or NaN; float ``a // b`` is ``floor(a / b)`` and ``a % b`` is
+  ``a - b * floor(a / b)`` (``1.0 // 0.1 == 10.0``, ``1.0 % 0.1 == 0.0``). ``x ** y`` with an
+  exponent that reads no column and is an integer from 2 to 9 is ``x * x * ...`` left to right,
+  with ``0.5`` is ``sqrt(x)``; otherwise C's ``pow``. The local runtime keeps ``-0.0``.
+* Comparisons of floats use a total order: NaN equals NaN and is above every number, and
+  ``-0.0 == 0.0``. ``& |`` are Kleene logic (``null & False`` is False); ``^``, ``~`` are null
+  for a null input.
+* ``least``/``greatest`` skip nulls and NaN (NaN only if every non-null input is NaN) and take
+  the last of equal values (``least(0.0, -0.0)`` is ``-0.0``); ``clip`` is
+  ``lo if x < lo else hi if x > hi else x`` with IEEE comparisons (NaN changes nothing); an
+  integer ``clip`` bound that does not fit the input's type fails when the dataflow runs.
+* ``round(d)`` of a float is ``(x * 10^d).round() / 10^d`` half away from zero, computed in
+  ``float64`` (``round(2.675, 2) == 2.68``, ``round(1.005, 2) == 1.0``), ``x`` where that is not
+  finite; ``floor``/``ceil`` keep ``-0.0``. A ``float32`` ``log`` is ``ln(x) / ln(float32(e))``
+  in ``float32``.
+* ``is_in`` compares in the common family of the value and the list (``float32(0.1)`` is not in
+  ``[0.1]``); NaN is in ``[nan]``. ``str.len`` counts code points; ``lower``/``upper`` are the
+  Unicode full case mappings.
+* Casts: between numbers, null when out of range; float to integer truncates (NaN and ``±inf``
+  null); ``float64`` to ``float32`` rounds (``inf`` beyond range); an integer to a float rounds
+  once, to nearest. ``bool`` to a number is 1/0; a number to ``bool`` is ``x != 0`` (NaN is
+  True). To ``str``: ``true``/``false``, ``YYYY-MM-DD``, ``YYYY-MM-DD HH:MM:SS.ffffff``, floats as
+  their shortest round-trip digits, positional for decimal exponents ``-5 <= e < 16``
+  (``-6 <= e < 13`` for ``float32``), else ``1e-7``/``1.5e+20``, ``NaN``, ``inf``. From ``str``:
+  integers ``[+-]?[0-9]+``; floats in decimal or scientific notation or ``inf``/``infinity``/
+  ``nan`` in any case, correctly rounded; no white space; anything else null. A cast from
+  ``str`` to ``bool``, ``date`` or ``datetime`` is accepted here but fails when it runs.
+
+Known gaps of the local runtime against these rules (strict xfails in
+``tests/testing/test_values.py``): ``x / -0.0`` by a divisor that reads no column is ``+inf``
+(the exact-division trick adds ``0.0``); float ``//`` and ``%`` by a constant use a reciprocal in
+many-row batches; ``x + 0`` keeps ``-0.0`` in many-row batches; ``x ** y`` with a column ``y``
+takes the constant-exponent path in one-row batches; arithmetic of literals alone inside a
+typed context (``col("i32") + (lit(2**31 - 1) + 1)``) is folded by Polars at run time, in
+another type than the declared one; a float ``clip`` bound of an integer makes the checker's
+family float, so ``**`` then fails on a negative exponent; the declared type of
+``0.5 / col("f32")`` is ``float64`` and of ``2**40 * col("i32")`` (``//``, ``%``) ``int32``,
+while Polars computes them in ``float32`` and ``int64``; ``log`` of an integer (a log with the
+literal base ``e``) is typed by Polars as a literal float, so ``col("f32") + col("i").log()``
+is computed in ``float32`` instead of ``float64``.
+
 >>> from ddflow.expr import col
 >>> s = Schema({"x": "int64", "name": "str?"})
 >>> output_types([col("x") // 2, col("name").str.len(), col("x").cast("str")], ["a", "b", "c"], s)

@@ -30,7 +30,12 @@ Invariants:
   :class:`~ddflow.errors.SchemaError` naming the column, the row (0-based position) and the
   value; it never returns a partially converted frame;
 * a conversion is lossless: a value that would change (``1.5`` into ``int64``, an overflowing
-  integer, a datetime with a time of day into ``date``) is an error, never silently rounded.
+  integer, a datetime with a time of day into ``date``) is an error, never silently rounded,
+  except that numbers are rounded into float columns: a Python ``int`` row value becomes the
+  nearest ``float64`` (``2**53 + 1`` is ``2**53``; beyond ``float64``'s range it is an error),
+  and a ``float32`` column then rounds that ``float64`` to the nearest ``float32`` (so an
+  ``int`` is rounded twice; a finite value beyond ``float32``'s range is an error, ``inf``
+  stays). :func:`ddflow.testing.values.conform` states these row rules in plain Python.
 
 NaN is a float value, not a null, except in pandas input, where NaN is pandas' marker of a
 missing value and therefore becomes null.

@@ -5,16 +5,20 @@ of mixed insertions and deletions (deleting edges splits components, breaks path
 the input is a multiset, so an edge may be present more than once and still counts once).
 After every epoch the maintained result must equal the algorithm recomputed from scratch by
 NetworkX (or, for PageRank, by the same integer arithmetic in plain Python) on the edges
-present at that epoch. The graphs are small because every epoch costs ddflow a few hundred
-milliseconds of per-operator overhead; the number of epochs is what finds bugs
-(``DDFLOW_GRAPH_EXAMPLES=10`` runs ten times as many examples).
+present at that epoch; where a test passes ``reference_inputs``, so must the reference
+interpreter (:func:`ddflow.testing.reference`) evaluating the same dataflow on the inputs
+accumulated so far, which checks the reference's loops (nested in SCC, prioritized in
+components and shortest paths, ``max_iterations`` in PageRank) against NetworkX too. The
+graphs are small because every epoch costs ddflow a few hundred milliseconds of per-operator
+overhead; the number of epochs is what finds bugs (``DDFLOW_GRAPH_EXAMPLES=10`` runs ten
+times as many examples).
 """
 
 from __future__ import annotations
 
 import os
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import networkx as nx
@@ -23,6 +27,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import ddflow as dd
+from ddflow.testing import reference
 
 Edge = tuple[int, ...]
 # (records to remove: a position in the sorted live records, or the record itself; records to
@@ -88,9 +93,13 @@ def run_stream(build: Callable[[dd.Dataflow, dd.InputCollection], dd.Collection]
                schema: dict[str, str], initial: Sequence[Edge], steps: Sequence[Step],
                oracle: Callable[[set[Edge], int], set[tuple[Any, ...]]],
                before_epoch: Callable[[int], None] | None = None,
-               make_flow: Callable[[], dd.Dataflow] = dd.Dataflow) -> int:
+               make_flow: Callable[[], dd.Dataflow] = dd.Dataflow,
+               reference_inputs: Callable[[Counter], Mapping[str, Counter]] | None = None
+               ) -> int:
     """Drive ``build``'s result through the stream, comparing with ``oracle(edges, epoch)``
-    after every epoch; returns the number of epochs checked."""
+    after every epoch; returns the number of epochs checked. With ``reference_inputs`` (the
+    accumulated inputs, given the multiset of edge records present), the reference
+    interpreter's value of the output must equal the oracle's too."""
     flow = make_flow()
     edges = flow.input("edges", schema=schema)
     out = build(flow, edges).output()
@@ -108,7 +117,18 @@ def run_stream(build: Callable[[dd.Dataflow, dd.InputCollection], dd.Collection]
         assert got == expected, (
             f"epoch {epoch}: missing {sorted(expected - got)}, extra {sorted(got - expected)}"
         )
+        if reference_inputs is not None:
+            ref = reference(flow, reference_inputs(present))[out]
+            assert ref == Counter(dict.fromkeys(expected, 1)), (
+                f"epoch {epoch}: the reference interpreter differs from the oracle: missing "
+                f"{sorted(set(expected) - set(ref))}, other {sorted(set(ref) - set(expected))}"
+            )
     return len(steps) + 1
+
+
+def edges_only(present: Counter) -> dict[str, Counter]:
+    """The accumulated inputs of a dataflow whose only input is ``edges``."""
+    return {"edges": Counter(present)}
 
 
 # ---------------------------------------------------------------------- oracles
@@ -159,7 +179,8 @@ def nx_multi_source(edges: set[Edge], sources: dict[int, int]) -> set[tuple[int,
 def test_connected_components_matches_networkx(stream):
     _, initial, steps = stream
     run_stream(lambda flow, e: dd.graph.connected_components(e),
-               {"src": "int64", "dst": "int64"}, initial, steps, nx_components)
+               {"src": "int64", "dst": "int64"}, initial, steps, nx_components,
+               reference_inputs=edges_only)
 
 
 @graph_settings(7)
@@ -167,7 +188,8 @@ def test_connected_components_matches_networkx(stream):
 def test_prioritized_connected_components_matches_networkx(stream):
     _, initial, steps = stream
     run_stream(lambda flow, e: dd.graph.connected_components(e, prioritized=True),
-               {"src": "int64", "dst": "int64"}, initial, steps, nx_components)
+               {"src": "int64", "dst": "int64"}, initial, steps, nx_components,
+               reference_inputs=edges_only)
 
 
 @graph_settings(8)
@@ -175,7 +197,8 @@ def test_prioritized_connected_components_matches_networkx(stream):
 def test_reachability_labels_match_networkx_ancestors(stream):
     _, initial, steps = stream
     run_stream(lambda flow, e: dd.graph.reachability_labels(e),
-               {"src": "int64", "dst": "int64"}, initial, steps, nx_reachability)
+               {"src": "int64", "dst": "int64"}, initial, steps, nx_reachability,
+               reference_inputs=edges_only)
 
 
 @pytest.mark.parametrize("prioritized", [False, True])
@@ -187,7 +210,8 @@ def test_cutting_a_path_splits_its_component_and_rejoining_merges_it(prioritized
     steps: list[Step] = [([(5, 6)], []), ([(2, 3)], []), ([], [(2, 3), (5, 6)]),
                          ([(0, 1)], [(11, 0)])]
     run_stream(lambda flow, e: dd.graph.connected_components(e, prioritized=prioritized),
-               {"src": "int64", "dst": "int64"}, path, steps, nx_components)
+               {"src": "int64", "dst": "int64"}, path, steps, nx_components,
+               reference_inputs=edges_only)
 
 
 @pytest.mark.spark
@@ -209,7 +233,8 @@ def test_prioritized_components_with_negative_and_huge_ids():
     edges = [(-5, 3), (3, big), (big - 1, 7), (-(2**63), -1), (10**12, 2**40)]
     steps: list[Step] = [([(3, big)], [(7, -5)]), ([(-5, 3)], [(big, 2**40)])]
     run_stream(lambda flow, e: dd.graph.connected_components(e, prioritized=True),
-               {"src": "int64", "dst": "int64"}, edges, steps, nx_components)
+               {"src": "int64", "dst": "int64"}, edges, steps, nx_components,
+               reference_inputs=edges_only)
 
 
 @st.composite
@@ -237,7 +262,8 @@ def planted_cycle_streams(draw: st.DrawFn) -> tuple[int, list[Edge], list[Step]]
 def test_strongly_connected_components_match_networkx(stream):
     _, initial, steps = stream
     run_stream(lambda flow, e: dd.graph.strongly_connected_components(e),
-               {"src": "int64", "dst": "int64"}, initial, steps, nx_scc)
+               {"src": "int64", "dst": "int64"}, initial, steps, nx_scc,
+               reference_inputs=edges_only)
 
 
 def test_scc_of_two_cycles_joined_then_separated():
@@ -246,7 +272,8 @@ def test_scc_of_two_cycles_joined_then_separated():
     edges = [(1, 2), (2, 3), (3, 1), (4, 5), (5, 6), (6, 4), (3, 4), (7, 7), (6, 8)]
     steps: list[Step] = [([], [(5, 2)]), ([(5, 2)], []), ([(7, 7), (3, 4)], [(8, 6)])]
     run_stream(lambda flow, e: dd.graph.strongly_connected_components(e),
-               {"src": "int64", "dst": "int64"}, edges, steps, nx_scc)
+               {"src": "int64", "dst": "int64"}, edges, steps, nx_scc,
+               reference_inputs=edges_only)
 
 
 # ---------------------------------------------------------------------- distances
@@ -296,7 +323,12 @@ def drive_distances(build, initial, steps, toggles, weights: bool, offsets: bool
         return nx_multi_source(edges, best)
 
     schema = {"src": "int64", "dst": "int64", **({"weight": "int64"} if weights else {})}
-    run_stream(make, schema, initial, steps, oracle, before_epoch)
+    def accumulated(present: Counter) -> dict[str, Counter]:
+        records = [s if offsets else (s[0],) for s in sources_now]
+        return {"edges": Counter(present), "sources": Counter(dict.fromkeys(records, 1))}
+
+    run_stream(make, schema, initial, steps, oracle, before_epoch,
+               reference_inputs=accumulated)
 
 
 @graph_settings(8)
@@ -363,7 +395,8 @@ def test_pagerank_equals_integer_reference_exactly(stream):
         return {(v, m / SCALE) for v, m in reference_pagerank(edges, iterations).items()}
 
     run_stream(lambda flow, e: dd.graph.pagerank(e, iterations=iterations),
-               {"src": "int64", "dst": "int64"}, initial, steps, oracle)
+               {"src": "int64", "dst": "int64"}, initial, steps, oracle,
+               reference_inputs=edges_only)
 
 
 @pytest.mark.parametrize("seed", [1, 2])

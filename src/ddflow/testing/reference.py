@@ -1,10 +1,13 @@
 """The reference interpreter: a dataflow's plan evaluated from scratch.
 
 The reference interpreter evaluates a dataflow's plan *from scratch* on the accumulated inputs of
-one epoch: every collection is a plain ``Counter`` of records (tuples) to multiplicities, every
-operator is its textbook definition, and a loop is iterated naively until nothing changes. It
-shares no code with the differential operators, so agreement between the two at every epoch is
-evidence that the incremental computation is right::
+one epoch: every collection is a plain ``Counter`` of records (tuples) to multiplicities, and
+every operator is its textbook definition. It shares no code with the engine that could hide a
+bug of both: column expressions and the typing of rows are evaluated in plain Python from the
+documented rules (:mod:`ddflow.testing.values`), and loops follow the papers' definitions of
+ingress, feedback and egress (:mod:`ddflow.testing.loops`); from the engine it reads only the
+plan (nodes, schemas, the user's expressions and functions). Agreement between the two at every
+epoch is evidence that the incremental computation is right::
 
     snapshot of output at epoch e  ==  reference(plan, inputs accumulated at epochs <= e)
 
@@ -28,17 +31,15 @@ import pandas as pd
 import polars as pl
 
 from ddflow.plan import Node, Scope
+from ddflow.testing.loops import ReferenceError, fixed_point, ingress
+from ddflow.testing.values import conform, evaluator
 
 if TYPE_CHECKING:
     from ddflow.dataflow import Dataflow, Output
+    from ddflow.expr import Expr
 
 __all__ = ["ReferenceError", "accumulate", "frame_to_counter", "reference"]
 
-MAX_REFERENCE_ITERATIONS = 10_000
-
-
-class ReferenceError(RuntimeError):
-    """The reference interpreter cannot evaluate this plan (e.g. a user vertex)."""
 
 
 def reference(flow: Dataflow,
@@ -92,31 +93,25 @@ class _Interpreter:
     def _input(self, node: Node, env: dict[int, Counter]) -> Counter:
         return Counter(self.inputs.get(node.params["name"], {}))
 
-    def _frame(self, schema_node: Node, c: Counter) -> pl.DataFrame:
-        rows = list(c.keys())
-        schema = schema_node.schema.polars_schema()
-        return (pl.DataFrame(rows, schema=schema, orient="row") if rows
-                else pl.DataFrame(schema=schema))
-
     def _exprs(self, node: Node, env: dict[int, Counter], how: str) -> Counter:
-        src = self.value(node.inputs[0], env)
+        """``select``, ``with_columns`` and ``filter`` record by record, with the plain-Python
+        expression rules of :mod:`ddflow.testing.values` (not the engine's compiled ones)."""
+        schema = node.inputs[0].schema
+        # the records as the engine stores them (an int given for a float column is a float)
+        src = self._typed(node.inputs[0], self.value(node.inputs[0], env))
+        if how == "filter":  # a null predicate drops the record, as False does
+            keep = evaluator(node.params["expr"], schema)
+            return Counter({r: m for r, m in src.items() if keep(r) is True})
+        named: dict[str, Expr] = dict(
+            item if isinstance(item, tuple) else (item.output_name(), item)
+            for item in node.params["exprs"])
+        given = {name: evaluator(e, schema) for name, e in named.items()}
+        where = {name: i for i, name in enumerate(schema.names)}
+        columns = [given[name] if name in given else (lambda r, i=where[name]: r[i])
+                   for name in node.schema.names]
         out: Counter = Counter()
-        if not src:
-            return out
-        items = list(src.items())
-        frame = self._frame(node.inputs[0], Counter(dict(items)))
-        if how == "select":
-            # a column keeps the frame's height when every expression is a literal
-            res = frame.with_row_index("__row").select([*node.params["compiled"], "__row"])
-            res = res.drop("__row")
-        elif how == "with_columns":
-            res = frame.with_columns(list(node.params["compiled"])).select(list(node.schema.names))
-        else:
-            mask = (frame.select(node.params["compiled"].alias("m")).to_series()
-                    .fill_null(False).to_list())
-            return Counter({r: m for (r, m), keep in zip(items, mask, strict=True) if keep})
-        for (_, m), row in zip(items, res.iter_rows(), strict=True):
-            out[row] += m
+        for r, m in src.items():
+            out[tuple(f(r) for f in columns)] += m
         return out
 
     def _select(self, node: Node, env: dict[int, Counter]) -> Counter:
@@ -130,32 +125,26 @@ class _Interpreter:
 
     def _map(self, node: Node, env: dict[int, Counter]) -> Counter:
         fn = node.params["fn"]
-        single = len(node.schema.names) == 1
         out: Counter = Counter()
-        for r, m in self.value(node.inputs[0], env).items():
-            v = fn(r)
-            out[v if not single or isinstance(v, tuple) else (v,)] += m
-        return self._typed(node, out)
+        for r, m in self._typed(node.inputs[0], self.value(node.inputs[0], env)).items():
+            out[conform(node.schema, fn(r))] += m
+        return out
 
     def _flat_map(self, node: Node, env: dict[int, Counter]) -> Counter:
         fn = node.params["fn"]
-        single = len(node.schema.names) == 1
         out: Counter = Counter()
-        for r, m in self.value(node.inputs[0], env).items():
+        for r, m in self._typed(node.inputs[0], self.value(node.inputs[0], env)).items():
             for v in fn(r):
-                out[v if not single or isinstance(v, tuple) else (v,)] += m
-        return self._typed(node, out)
+                out[conform(node.schema, v)] += m
+        return out
 
     def _typed(self, node: Node, c: Counter) -> Counter:
-        """Records as the schema stores them (e.g. an int returned for a float column)."""
-        if not c:
-            return c
-        items = list(c.items())
-        frame = node.schema.rows_to_frame([r for r, _ in items])
+        """Records as the schema stores them (e.g. an int returned for a float column), by the
+        plain-Python rules of :func:`ddflow.testing.values.conform`."""
         out: Counter = Counter()
-        for (_, m), row in zip(items, frame.iter_rows(), strict=True):
-            out[row] += m
-        return out
+        for r, m in c.items():
+            out[conform(node.schema, r)] += m
+        return _clean(out)
 
     def _concat(self, node: Node, env: dict[int, Counter]) -> Counter:
         out: Counter = Counter()
@@ -260,84 +249,43 @@ class _Interpreter:
     # ------------------------------------------------------------------ loops
 
     def _variable(self, node: Node, env: dict[int, Any]) -> Counter:
+        """The loop variable at the loop time being evaluated: ``env[id] = (token, value)``,
+        set by the loop's walk over its times (:mod:`ddflow.testing.loops`)."""
         return env[node.id][1]
 
     def _feedback(self, node: Node, env: dict[int, Counter]) -> Counter:  # pragma: no cover
-        raise ReferenceError("feedback nodes are evaluated through their loop")
+        raise ReferenceError("feedback nodes are evaluated through their loop's leave "
+                             "(ddflow.testing.loops.fixed_point)")
 
     def _leave(self, node: Node, env: dict[int, Counter]) -> Counter:
+        """The loop's egress at the enclosing scope's time that ``env`` describes: the sum of
+        the result's differences over the loop's times (:mod:`ddflow.testing.loops`)."""
+
         result = node.inputs[0]
         scope = result.scope
         assert scope.variable is not None and scope.feedback is not None
         variable, feedback = scope.variable, scope.feedback
         entered = feedback.inputs[1]
-        limit = feedback.params["max_iterations"]
         source = self.value(entered.inputs[0], env)
 
         def body(x: Counter) -> Counter:
             return self.value(result, {**env, variable.id: (next(self.tokens), x)})
 
-        if entered.params.get("priority") is None:
-            return _iterate(body, source, limit)
-        prio = self._priorities(entered, source)
-        by_priority: dict[int, Counter] = defaultdict(Counter)
-        for r, m in source.items():
-            by_priority[prio[r]][r] += m
-        # Priority p starts from its records plus the variable where priority p - 1 stopped.
-        # With max_iterations a priority may stop short of its fixed point; the difference
-        # between its last variable and last result (``gap``) is then never fed back, and every
-        # later variable differs from the body's previous result by it, exactly as the
-        # feedback's times (p, i) order lexicographically.
-        x: Counter = Counter()
-        r_out: Counter = Counter()
-        gap: Counter = Counter()
-        for p in sorted(set(by_priority) | {0}):
-            x = _add(x, by_priority.get(p, Counter()))
-            x, r_out = _iterate_state(body, x, limit, gap)
-            gap = _add(x, Counter({k: -v for k, v in r_out.items()}))
-        return r_out
+        priorities = (None if entered.params.get("priority") is None
+                      else self._priorities(entered, source))
+        return fixed_point(body, ingress(source, priorities), feedback.params["max_iterations"])
 
     def _priorities(self, entered: Node, source: Counter) -> dict[tuple[Any, ...], int]:
-        records = list(source.keys())
-        if not records:
-            return {}
-        frame = self._frame(entered.inputs[0], Counter({r: 1 for r in records}))
-        ps = frame.select(entered.params["compiled"].alias("p")).to_series().to_list()
-        for r, p in zip(records, ps, strict=True):
+        schema = entered.inputs[0].schema
+        priority = evaluator(entered.params["priority"], schema)
+        out: dict[tuple[Any, ...], int] = {}
+        for r in source:
+            p = priority(conform(schema, r))
             if p is None or p < 0:
                 raise ReferenceError(f"priority of {r} is {p}: priorities must be non-negative")
-        return dict(zip(records, ps, strict=True))
+            out[r] = p
+        return out
 
 
 def _scope_of_var(flow: Dataflow, var_id: int) -> Scope:
     return flow.plan.nodes[var_id].scope
-
-
-def _add(a: Counter, b: Counter) -> Counter:
-    out = Counter(a)
-    for r, m in b.items():
-        out[r] += m
-    return _clean(out)
-
-
-def _iterate_state(body: Any, x: Counter, limit: int | None, gap: Counter | None = None
-                   ) -> tuple[Counter, Counter]:
-    """Iterate from the variable ``x``: the body's result ``r = body(x)``, then the variable
-    ``r + gap`` at the next iteration, until it stops changing or (with ``limit``) the
-    feedback stops after ``limit - 1`` rounds. Returns the last variable and result (equal at a
-    fixed point). ``gap`` is what earlier priorities of a prioritized loop left undone (see
-    ``_leave``); it is empty for a plain loop."""
-    gap = gap or Counter()
-    for i in range(MAX_REFERENCE_ITERATIONS):
-        r = body(x)
-        if limit is not None and i + 1 >= limit:
-            return x, r
-        nx = _add(r, gap)
-        if nx == x:
-            return x, r
-        x = nx
-    raise ReferenceError("the reference loop did not converge")
-
-
-def _iterate(body: Any, source: Counter, limit: int | None) -> Counter:
-    return _iterate_state(body, source, limit)[1]
