@@ -14,6 +14,7 @@ BENCHMARKS = {
     "spark_cc": "benchmarks.spark_cc",
     "pathway_cc": "benchmarks.pathway_cc",
     "small_batches": "benchmarks.small_batches",
+    "input_check": "benchmarks.input_check",
     "spark_reach": "benchmarks.spark_reach",
     "table2": "benchmarks.table2",
     "throughput": "benchmarks.throughput",

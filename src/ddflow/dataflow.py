@@ -7,6 +7,8 @@ epoch that every input has moved past is complete at every output. Invariants:
 
 * an input never loses an accepted update: a rejected batch (bad schema, closed input) leaves
   what was accepted before untouched;
+* an input's multiplicities never go below zero (unless it was made ``signed=True``): a call
+  that would take a record below zero is rejected whole, naming the record;
 * epochs only move forward; ``advance_to`` an earlier epoch is an error;
 * an output's ``snapshot(e)`` is the accumulation of its changes at epochs ``<= e``, and is only
   available for complete epochs;
@@ -45,6 +47,7 @@ from ddflow.errors import (
 )
 from ddflow.kernels.local import DIFF, LocalKernels
 from ddflow.kernels.local_rows import SMALL_ROWS, Rows
+from ddflow.multiplicities import Multiplicities
 from ddflow.plan import Node, Plan, Scope
 from ddflow.schema import Schema
 from ddflow.timely import Vertex
@@ -101,14 +104,29 @@ class Dataflow:
 
     # ------------------------------------------------------------------ building
 
-    def input(self, name: str, schema: Mapping[str, Any]) -> InputCollection:
-        """A new input collection with the given schema (column name -> type name)."""
+    def input(self, name: str, schema: Mapping[str, Any], *,
+              signed: bool = False) -> InputCollection:
+        """A new input collection with the given schema (column name -> type name).
+
+        An input checks its multiplicities: a call that would remove a record more times than
+        it was inserted raises :class:`~ddflow.errors.InputError` and is not accepted (see
+        :class:`InputCollection`). ``signed=True`` makes an input whose multiplicities may go
+        below zero (a collection of signed changes): nothing is checked or kept.
+
+        >>> import ddflow as dd
+        >>> flow = dd.Dataflow()
+        >>> deltas = flow.input("deltas", schema={"k": "str"}, signed=True)
+        >>> out = deltas.output()
+        >>> deltas.remove(["a"]); flow.advance_to(1); flow.run()
+        >>> out.changes().to_dict("list")
+        {'k': ['a'], 'time': [0], 'diff': [-1]}
+        """
         site = call_site()
         if name in self.inputs:
             raise GraphError(f"an input named {name!r} already exists", site=site)
         sch = Schema(schema)
         node = self.plan.add("input", (), sch, self.plan.top, {"name": name}, site)
-        handle = InputCollection(self, node, name, self._epoch)
+        handle = InputCollection(self, node, name, self._epoch, signed=bool(signed))
         self.inputs[name] = handle
         return handle
 
@@ -312,19 +330,41 @@ class InputCollection(Collection):
     """An input: a collection you change with ``insert``/``remove`` and move with
     ``advance_to``.
 
+    An input is a table: no record's multiplicity goes below zero. It keeps the accumulated
+    multiplicity of every record it has accepted (all epochs, the open one included; a columnar
+    copy of its live records, see :mod:`ddflow.multiplicities`), and a ``remove``,
+    ``remove_frame``, ``update`` or ``insert_frame(..., diff=...)`` that would take a record
+    below zero raises :class:`~ddflow.errors.InputError` naming the first such record, its
+    multiplicity and the caller's line. The call is then not accepted at all, and what was
+    accepted before stays. A call's changes to one record are summed first, so a call that
+    inserts a record and removes it is fine. An input made with ``signed=True``
+    (``flow.input(name, schema, signed=True)``) holds signed changes: it checks nothing and
+    keeps nothing. (On the Spark runtime, a Spark DataFrame given to a checked input is
+    collected once to be checked; a signed input leaves it on the cluster.)
+
     >>> import ddflow as dd
     >>> flow = dd.Dataflow()
     >>> edges = flow.input("edges", schema={"src": "int64", "dst": "int64"})
     >>> edges.insert([(1, 2), (2, 3)]); edges.remove([(1, 2)])
     >>> edges.advance_to(1); edges.epoch
     1
+    >>> edges.remove([(1, 2)])  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ddflow.errors.InputError: remove on input 'edges' would take record (1, 2) below zero: ...
     """
 
-    def __init__(self, flow: Dataflow, node: Node, name: str, epoch: int) -> None:
+    def __init__(self, flow: Dataflow, node: Node, name: str, epoch: int, *,
+                 signed: bool = False) -> None:
         super().__init__(flow, node)
         self.name = name
         self._epoch = epoch
         self.closed = False
+        #: whether the input's multiplicities may go below zero (then nothing is checked)
+        self.signed = signed
+        #: the accumulated multiplicity of every record accepted, for the check
+        self._multiplicities: Multiplicities | None = (
+            None if signed else Multiplicities(self.schema.polars_schema()))
         #: updates not sent yet: data frames, each with its diff (one for every row, or one
         #: per row); the columns of a diff are added when the epoch's batch is made
         self._buffer: list[tuple[pl.DataFrame, int | pl.Series]] = []
@@ -348,13 +388,15 @@ class InputCollection(Collection):
         """Insert records (tuples in column order, dicts, or scalars for one column)."""
         site = call_site()
         self._check_open(site, "insert")
-        self._accept(self._rows(rows, site), 1)
+        self._accept(self._rows(rows, site), 1, site, "insert")
 
     def remove(self, rows: Iterable[Any]) -> None:
-        """Remove records (one copy of each)."""
+        """Remove records (one copy of each). On a checked input (the default), removing a
+        record more times than it is present raises :class:`~ddflow.errors.InputError` and
+        removes nothing."""
         site = call_site()
         self._check_open(site, "remove")
-        self._accept(self._rows(rows, site), -1)
+        self._accept(self._rows(rows, site), -1, site, "remove")
 
     def update(self, rows: Iterable[tuple[Any, ...]]) -> None:
         """Apply ``(record..., diff)`` tuples: each record's multiplicity changes by ``diff``."""
@@ -371,7 +413,7 @@ class InputCollection(Collection):
         if not all(isinstance(d, int) and not isinstance(d, bool) for d in diffs):
             raise InputError("update diffs must be integers", site=site)
         data = self._rows([r[:-1] for r in rows], site)
-        self._buffer.append((data, pl.Series(DIFF, diffs, dtype=pl.Int64)))
+        self._accept(data, pl.Series(DIFF, diffs, dtype=pl.Int64), site, "update")
 
     def insert_frame(self, frame: Any, diff: str | None = None) -> None:
         """Insert the rows of a pandas, Polars or Arrow DataFrame (or a Spark DataFrame, which is
@@ -394,9 +436,9 @@ class InputCollection(Collection):
         except Exception as e:  # re-raise pointing at the user's line
             raise type(e)(getattr(e, "message", str(e)), site=site) from None
         if diffs is None:
-            self._accept(data, 1)
+            self._accept(data, 1, site, "insert_frame")
         else:
-            self._buffer.append((data, diffs.cast(pl.Int64).alias(DIFF)))
+            self._accept(data, diffs.cast(pl.Int64).alias(DIFF), site, "insert_frame")
 
     def remove_frame(self, frame: Any) -> None:
         """Remove the rows of a DataFrame (one copy each)."""
@@ -406,11 +448,19 @@ class InputCollection(Collection):
             data = self.schema.frame_to_frame(_to_local_frame(frame))
         except Exception as e:
             raise type(e)(getattr(e, "message", str(e)), site=site) from None
-        self._accept(data, -1)
+        self._accept(data, -1, site, "remove_frame")
 
     def _insert_native(self, df: Any, diff: str | None) -> None:
-        """Queue a batch already in the runtime's format (a Spark DataFrame on Spark)."""
-        self._check_open(call_site(), "insert")
+        """Queue a batch already in the runtime's format (a Spark DataFrame on Spark). A
+        checked input collects it (one job) to check and keep its multiplicities; a signed
+        one leaves it where it is."""
+        site = call_site()
+        self._check_open(site, "insert")
+        if self._multiplicities is not None:
+            k: Any = self._flow.kernels  # (the Spark kernels: native batches are theirs)
+            changes = k.to_polars(k.native_updates(df, self.schema, diff, self._epoch))
+            self._check(changes.select(self.schema.names), changes.get_column(DIFF), site,
+                        "insert_dataframe")
         self._native.append((df, diff))
 
     def _rows(self, rows: Iterable[Any], site: CallSite | None) -> pl.DataFrame:
@@ -419,9 +469,29 @@ class InputCollection(Collection):
         except Exception as e:
             raise type(e)(getattr(e, "message", str(e)), site=site) from None
 
-    def _accept(self, data: pl.DataFrame, diff: int) -> None:
+    def _accept(self, data: pl.DataFrame, diff: int | pl.Series, site: CallSite | None,
+                what: str) -> None:
+        """Buffer a call's updates, once checked."""
         if data.height:
+            self._check(data, diff, site, what)
             self._buffer.append((data, diff))
+
+    def _check(self, data: pl.DataFrame, diff: int | pl.Series, site: CallSite | None,
+               what: str) -> None:
+        """Add a call's updates to the input's multiplicities, or raise (adding none of them)
+        if they would take a record below zero."""
+        if self._multiplicities is None:
+            return
+        short = self._multiplicities.apply(data, diff)
+        if short is not None:
+            raise InputError(
+                f"{what} on input {self.name!r} would take record {short.record!r} below "
+                f"zero: its multiplicity is {short.multiplicity} and this call changes it by "
+                f"{short.change}; nothing of this call was accepted (an input whose "
+                "multiplicities may go below zero is made with "
+                "flow.input(name, schema, signed=True))",
+                site=site,
+            )
 
     def _flush(self) -> None:
         if not self._buffer and not self._native:
@@ -486,6 +556,7 @@ class InputCollection(Collection):
             return
         self._flush()
         self.closed = True
+        self._multiplicities = None  # no more changes to check
         self._activate()
 
     def _activate(self) -> None:

@@ -46,6 +46,14 @@ Algorithms and the invariant each result satisfies at its fixed point:
   ``teleport = (scale * (D - d) // D) // n`` and ``damping = d / D``. All arithmetic is integer
   (floor division), so the result is the same for every evaluation order and every epoch.
 
+Each algorithm checks that precondition. An input checks its own multiplicities (it refuses a
+removal of a record that is not there), and most operators keep multiplicities non-negative,
+so the algorithm first decides from the plan whether ``edges`` can go below zero at all. Only
+when they can (edges from a ``signed=True`` input, a ``negate``, a ``threshold``, a vertex) does
+it check them while running (a ``threshold`` on the edges), and ``run()`` then raises
+:class:`~ddflow.errors.InputError` naming the algorithm, the multiplicity and the line that
+called the algorithm when an edge goes below zero.
+
 The functions take column names (``src``, ``dst``, ``weight``) so that any edge collection can
 be used as it is, and they do not require a particular node type except where they say so.
 
@@ -60,12 +68,15 @@ be used as it is, and they do not require a particular node type except where th
 
 from __future__ import annotations
 
+from typing import Any
+
 from ddflow.collection import Collection
 from ddflow.collection import count as dd_count
 from ddflow.collection import min as dd_min
 from ddflow.collection import sum as dd_sum
-from ddflow.errors import GraphError, SchemaError, call_site
+from ddflow.errors import CallSite, GraphError, InputError, SchemaError, call_site
 from ddflow.expr import Expr, col, lit
+from ddflow.plan import Node
 
 __all__ = [
     "bfs",
@@ -76,22 +87,107 @@ __all__ = [
     "strongly_connected_components",
 ]
 
+# ---------------------------------------------------------------------- the precondition
+
+#: operations whose output is non-negative when their inputs are: sums, products, records
+#: mapped one to many, and the loop plumbing
+_KEEP_NON_NEGATIVE = frozenset({
+    "select", "with_columns", "filter", "map", "flat_map", "concat", "join", "consolidate",
+    "inspect", "arrange", "enter", "leave", "feedback",
+})
+#: reduces whose output records are emitted with positive multiplicity, whatever their input
+_NON_NEGATIVE_REDUCES = frozenset({"distinct", "agg", "reduce"})
+
+
+def _may_go_negative(collection: Collection) -> bool:
+    """Whether the plan allows a record of ``collection`` a multiplicity below zero at some
+    time.
+
+    Non-negative: a checked input (every input not made with ``signed=True``), ``distinct``
+    and the other reduces but ``threshold``, and ``select``, ``with_columns``, ``filter``,
+    ``map``, ``flat_map``, ``join``, ``concat``, ``consolidate``, ``inspect`` and ``arrange``
+    of non-negative collections; a loop's variable and result when what enters the loop and
+    what its body returns are (by induction on the iterations, every iterate is). Anything
+    else may go negative: a ``signed=True`` input, ``negate``, ``threshold``, a vertex's
+    output, a loop still being built.
+
+    >>> import ddflow as dd
+    >>> flow = dd.Dataflow()
+    >>> xs = flow.input("xs", schema={"x": "int64"})
+    >>> _may_go_negative(xs.join(xs, on="x").distinct())
+    False
+    >>> _may_go_negative(xs.concat(xs.negate()))
+    True
+    """
+    negative: set[int] = set()
+    inputs = collection.flow.inputs
+    nodes = collection.flow.plan.nodes
+    changed = True
+    while changed:  # the least set closed under the rules: loops are assumed non-negative
+        changed = False
+        for node in nodes:
+            if node.id not in negative and _node_may_go_negative(node, negative, inputs):
+                negative.add(node.id)
+                changed = True
+    return collection._node.id in negative
+
+
+def _node_may_go_negative(node: Node, negative: set[int], inputs: dict[str, Any]) -> bool:
+    if node.op == "input":
+        handle = inputs.get(node.params["name"])
+        return handle is None or bool(handle.signed)
+    if node.op in _KEEP_NON_NEGATIVE:
+        return any(i.id in negative for i in node.inputs)
+    if node.op == "reduce":
+        return node.params.get("kind") not in _NON_NEGATIVE_REDUCES
+    if node.op == "variable":
+        feedback = node.scope.feedback
+        return (feedback is None or node.inputs[0].id in negative
+                or feedback.inputs[0].id in negative)
+    return True
+
+
+class _NonNegative:
+    """The ``threshold`` function that checks an algorithm's edges while running: a
+    multiplicity below zero is an error naming the algorithm and the line that called it; others
+    stay as they are (or become one, for a set of edges)."""
+
+    def __init__(self, algorithm: str, site: CallSite | None, as_set: bool) -> None:
+        self.algorithm, self.site, self.as_set = algorithm, site, as_set
+
+    def __call__(self, m: int) -> int:
+        if m < 0:
+            raise InputError(
+                f"{self.algorithm}: an edge has multiplicity {m} (removed more times than it "
+                "was inserted); the edges of a graph algorithm must never go below zero",
+                site=self.site)
+        return min(m, 1) if self.as_set else m
+
+
+def _checked(e: Collection, edges: Collection, algorithm: str, as_set: bool) -> Collection:
+    """``e`` (the algorithm's view of ``edges``), checked while running if its multiplicities
+    may go below zero, and made a set of edges if ``as_set``."""
+    if _may_go_negative(edges):
+        return e.threshold(_NonNegative(algorithm, call_site(), as_set))
+    return e.distinct() if as_set else e
+
+
 # ---------------------------------------------------------------------- helpers
 
 
-def _edge_set(edges: Collection, src: str, dst: str) -> Collection:
+def _edge_set(edges: Collection, src: str, dst: str, algorithm: str) -> Collection:
     """The edges as a set of ``(src, dst)`` records (duplicates count once)."""
-    return edges.select(src=col(src), dst=col(dst)).distinct()
+    return _checked(edges.select(src=col(src), dst=col(dst)), edges, algorithm, as_set=True)
 
 
-def _edges(edges: Collection, src: str, dst: str) -> Collection:
+def _edges(edges: Collection, src: str, dst: str, algorithm: str) -> Collection:
     """The edges as ``(src, dst)`` records, each with its multiplicity, for a loop that only
     takes the least of what they carry (a label, a distance): an edge present twice sends
     the same value twice, and the least is the same as from a set of edges. No ``distinct``:
     it would keep two more arrangements of every edge and run a reduce at every change.
     (An edge's multiplicity must not go below zero: removed more times than inserted, it
-    would cancel what another edge sends.)"""
-    return edges.select(src=col(src), dst=col(dst))
+    would cancel what another edge sends; :func:`_checked` makes sure.)"""
+    return _checked(edges.select(src=col(src), dst=col(dst)), edges, algorithm, as_set=False)
 
 
 def _node_set(e: Collection) -> Collection:
@@ -160,7 +256,7 @@ def connected_components(edges: Collection, src: str = "src", dst: str = "dst", 
     >>> cc.snapshot()["label"].tolist()
     [2, 2, 2, 2, 2]
     """
-    e = _edges(edges, src, dst)
+    e = _edges(edges, src, dst, "connected_components")
     # both directions of each edge; an edge present both ways (or a self-loop) appears twice,
     # which only doubles the multiplicity of the labels it sends: the minimum is the same, and
     # no distinct (two more arrangements of every edge) is needed
@@ -185,7 +281,7 @@ def reachability_labels(edges: Collection, src: str = "src", dst: str = "dst") -
     >>> labels.snapshot().to_dict("list")
     {'node': [1, 2, 3, 4], 'label': [1, 2, 2, 4], 'count': [1, 1, 1, 1]}
     """
-    e = _edges(edges, src, dst)
+    e = _edges(edges, src, dst, "reachability_labels")
     return _min_label_propagation(_node_set(e).with_columns(label=col("node")), e)
 
 
@@ -223,7 +319,7 @@ def strongly_connected_components(edges: Collection, src: str = "src",
     """
     # (a set of edges: starting the loop from the edges as given, its first round would take
     # a doubled edge's second copy off; measured no faster on scc-200k, updates or first result)
-    e = _edge_set(edges, src, dst)
+    e = _edge_set(edges, src, dst, "strongly_connected_components")
     # the body ends in a reduce (distinct): it emits only real changes of the edge set, so the
     # loop sees no differences (and stops) once the set stops changing
     intra = e.iterate(lambda y: _trim_and_reverse(_trim_and_reverse(y)).distinct())
@@ -264,7 +360,7 @@ def bfs(edges: Collection, roots: Collection, src: str = "src", dst: str = "dst"
     >>> dist.snapshot()["distance"].tolist()
     [0, 1, 0, 1]
     """
-    e = _edges(edges, src, dst)
+    e = _edges(edges, src, dst, "bfs")
     start = roots.select(node=col("node")).distinct().with_columns(
         distance=lit(0, "int64"))
     return start.iterate(lambda x: _relax(x, e, lit(1, "int64")))
@@ -309,7 +405,8 @@ def shortest_paths(edges: Collection, sources: Collection, src: str = "src", dst
     dtype = "int64" if wtype.kind == "int" else "float64"
     # parallel edges are not reduced to their least weight first: the loop's least offer per
     # node is the same (see _edges), without a reduce over every edge at each change
-    e = edges.select(src=col(src), dst=col(dst), weight=col(weight).cast(dtype))
+    e = _checked(edges.select(src=col(src), dst=col(dst), weight=col(weight).cast(dtype)),
+                 edges, "shortest_paths", as_set=False)
     if "distance" in sources.schema:
         start = sources.select(node=col("node"), distance=col("distance").cast(dtype))
     else:
@@ -371,7 +468,7 @@ def pagerank(edges: Collection, iterations: int = 20, damping: float = 0.85,
     if not 0 <= d <= big or scale * big >= 2**63 or scale < 1 or scale & (scale - 1):
         raise GraphError("pagerank: damping must be in [0, 1], scale a power of two, and "
                           "scale * damping_denominator < 2**63", site=site)
-    e = _edge_set(edges, src, dst)
+    e = _edge_set(edges, src, dst, "pagerank")
     nodes = _node_set(e).with_columns(one=lit(0, "int64"))
     count = nodes.group_by("one").agg(n=dd_count())
     sized = nodes.join(count, on="one")

@@ -149,7 +149,9 @@ def run_stream(build: Build, schemas: Mapping[str, Mapping[str, str]], stream: S
 def _run_stream(build: Build, schemas: Mapping[str, Mapping[str, str]], stream: Stream,
                 runtime: str, run_points: Iterable[int] | None) -> Run:
     flow = make_flow(runtime)
-    inputs = {name: flow.input(name, schema=schema) for name, schema in schemas.items()}
+    # signed: the streams retract records never inserted, so multiplicities go negative
+    inputs = {name: flow.input(name, schema=schema, signed=True)
+              for name, schema in schemas.items()}
     built = build(flow, inputs)
     collections = [built] if isinstance(built, dd.Collection) else list(built)
     outputs = [c.output() for c in collections]

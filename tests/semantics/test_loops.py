@@ -245,7 +245,8 @@ def test_operators_reading_frontiers_run_with_every_change_propagated(runtime, c
     epoch."""
     stream, run_points = case
     flow = make_flow(runtime)
-    inputs = {name: flow.input(name, schema=schema) for name, schema in NESTED.items()}
+    inputs = {name: flow.input(name, schema=schema, signed=True)
+              for name, schema in NESTED.items()}
     built = nested_reach(inputs)
     outputs = [built.output(), built.group_by("n").agg(c=dd.count()).output()]
     flow._ensure_built()

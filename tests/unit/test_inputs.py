@@ -160,7 +160,7 @@ def test_every_kind_of_input_call_lands_as_the_multiset_it_describes(calls, with
         schema = {"k": "str?", "v": "int64", "d": "date"}
         if with_float:
             schema["x"] = "float64"
-        xs = flow.input("xs", schema=schema)
+        xs = flow.input("xs", schema=schema, signed=True)
         out = xs.output()
         seen, want, counts = [], [], Counter()
 

@@ -78,7 +78,7 @@ def test_min_max_skip_takes_retractions_strictly_inside_the_bounds(rows):
     here for a record that was never inserted), is evaluated. Each epoch against the
     reference."""
     flow = dd.Dataflow(dd.LocalRuntime(small_batch_rows=rows))
-    xs = flow.input("xs", schema={"k": "int64", "v": "int64?"})
+    xs = flow.input("xs", schema={"k": "int64", "v": "int64?"}, signed=True)
     out = xs.group_by("k").agg(lo=dd.min("v"), hi=dd.max("v")).output()
     live: Counter = Counter()
     seen = 0
@@ -208,8 +208,8 @@ def test_inputs_advancing_apart_match_reference(query, epochs, order, runs, rows
     open; every epoch is then checked against the reference. (The harness of the semantics
     suite advances all inputs together; this covers the skew.)"""
     flow = dd.Dataflow(dd.LocalRuntime(small_batch_rows=rows))
-    a = flow.input("a", schema={"k": "int64", "v": "int64"})
-    b = flow.input("b", schema={"k": "int64", "v": "int64"})
+    a = flow.input("a", schema={"k": "int64", "v": "int64"}, signed=True)
+    b = flow.input("b", schema={"k": "int64", "v": "int64"}, signed=True)
     out = query(a, b).output()
     inputs = {"a": a, "b": b}
     next_epoch = {"a": 0, "b": 0}
@@ -332,7 +332,7 @@ def test_indexed_reads_of_a_min_or_max_with_retractions_match_the_reference(agg,
     negative), read through indexes: each epoch against the reference."""
     with IndexedReads():
         flow = dd.Dataflow(dd.LocalRuntime(small_batch_rows=0))
-        xs = flow.input("xs", schema={"k": "int64", "v": "int64"})
+        xs = flow.input("xs", schema={"k": "int64", "v": "int64"}, signed=True)
         pick = dd.min("v") if agg == "min" else dd.max("v")
         out = xs.group_by("k").agg(m=pick).output()
         _run_against_reference(flow, xs, out, batches, "xs")
