@@ -331,6 +331,17 @@ class Collection:
                 f"the loop body returned schema {result_node.schema}, expected {self.schema}",
                 site=site,
             )
+        widened = [n for n, dt in result_node.schema.items()
+                   if dt.nullable and not self.schema[n].nullable]
+        if widened:
+            # the variable is the body's result at the next iteration: a null there would
+            # be a null in a column its readers were built to take as never null
+            raise SchemaError(
+                f"the loop body may return nulls in {', '.join(map(repr, widened))}, which "
+                f"the loop's input {self.schema} never holds: fill them in the body "
+                "(.fill_null(...)) or make the input's columns nullable (.cast('...?'))",
+                site=site,
+            )
         feedback = plan.add("feedback", (result_node, entered), self.schema, scope,
                             {"variable": variable, "max_iterations": max_iterations}, site)
         scope.variable, scope.feedback = variable, feedback
