@@ -192,7 +192,10 @@ class Collection:
             if _base_types(o.schema) != _base_types(self.schema):
                 raise SchemaError(f"concat of different schemas: {self.schema} and {o.schema}",
                                   site=site)
-        return self._add("concat", list(others), self.schema, site)
+        # a column is nullable where any of the collections' is
+        schema = Schema({n: dt.with_nullable(any(c.schema[n].nullable for c in (self, *others)))
+                         for n, dt in self.schema.items()})
+        return self._add("concat", list(others), schema, site)
 
     def negate(self) -> Collection:
         """Every multiplicity negated."""

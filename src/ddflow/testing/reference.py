@@ -91,7 +91,10 @@ class _Interpreter:
     # ------------------------------------------------------------------ linear
 
     def _input(self, node: Node, env: dict[int, Counter]) -> Counter:
-        return Counter(self.inputs.get(node.params["name"], {}))
+        out: Counter = Counter()
+        for r, m in self.inputs.get(node.params["name"], {}).items():
+            out[_canonical(r)] += m
+        return out
 
     def _exprs(self, node: Node, env: dict[int, Counter], how: str) -> Counter:
         """``select``, ``with_columns`` and ``filter`` record by record, with the plain-Python
@@ -111,7 +114,7 @@ class _Interpreter:
                    for name in node.schema.names]
         out: Counter = Counter()
         for r, m in src.items():
-            out[tuple(f(r) for f in columns)] += m
+            out[_canonical(tuple(f(r) for f in columns))] += m
         return out
 
     def _select(self, node: Node, env: dict[int, Counter]) -> Counter:
@@ -143,7 +146,7 @@ class _Interpreter:
         plain-Python rules of :func:`ddflow.testing.values.conform`."""
         out: Counter = Counter()
         for r, m in c.items():
-            out[conform(node.schema, r)] += m
+            out[_canonical(conform(node.schema, r))] += m
         return _clean(out)
 
     def _concat(self, node: Node, env: dict[int, Counter]) -> Counter:
@@ -218,10 +221,11 @@ class _Interpreter:
                     ci = names.index(c) if c is not None else -1
                     if agg == "count":
                         vals.append(total)
-                    elif agg == "sum":
-                        vals.append(sum(r[ci] * m for r, m in rows))
-                    elif agg == "mean":
-                        vals.append(sum(r[ci] * m for r, m in rows) / total)
+                    elif agg == "sum":  # nulls skipped
+                        vals.append(sum(r[ci] * m for r, m in rows if r[ci] is not None))
+                    elif agg == "mean":  # the sum (nulls skipped) over the count of all rows
+                        vals.append(sum(r[ci] * m for r, m in rows if r[ci] is not None)
+                                    / total)
                     else:
                         # over the column's values whose multiplicity in the group is positive
                         per_value: Counter = Counter()
@@ -229,7 +233,8 @@ class _Interpreter:
                             per_value[r[ci]] += m
                         # (nulls skipped; all null: null)
                         present = [v for v, m in per_value.items() if m > 0 and v is not None]
-                        pick = min if agg == "min" else max
+                        present.sort(key=_total_order)
+                        pick = (lambda vs: vs[0]) if agg == "min" else (lambda vs: vs[-1])
                         vals.append(pick(present) if present else None)
                 out[(*key, *vals)] += 1
             return self._typed(node, out)
@@ -285,6 +290,24 @@ class _Interpreter:
                 raise ReferenceError(f"priority of {r} is {p}: priorities must be non-negative")
             out[r] = p
         return out
+
+
+#: the one NaN of the reference's records: records are dictionary keys, and two NaN objects
+#: are different keys (NaN != NaN), where the engine's records hold one NaN value
+_NAN = float("nan")
+
+
+def _canonical(record: tuple[Any, ...]) -> tuple[Any, ...]:
+    """``record`` with every NaN the one :data:`_NAN` (and otherwise unchanged)."""
+    if any(v != v for v in record if isinstance(v, float)):
+        return tuple(_NAN if isinstance(v, float) and v != v else v for v in record)
+    return record
+
+
+def _total_order(v: Any) -> tuple[bool, Any]:
+    """The engine's order of a column's values: NaN above every number."""
+    nan = isinstance(v, float) and v != v
+    return (nan, 0.0 if nan else v)
 
 
 def _scope_of_var(flow: Dataflow, var_id: int) -> Scope:
