@@ -26,11 +26,8 @@ from __future__ import annotations
 
 import math
 import os
-import signal
-import threading
 from collections import Counter
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from typing import Any
 
 import pandas as pd
@@ -40,6 +37,7 @@ from hypothesis import strategies as st
 
 import ddflow as dd
 from ddflow.testing import frame_to_counter, reference
+from ddflow.testing.budget import time_budget
 from ddflow.testing.strategies import Plan, plans
 
 #: the Hypothesis profile (registered and loaded by tests/property/conftest.py)
@@ -109,30 +107,6 @@ def pandas_records(frame: pd.DataFrame, weight: str) -> Counter:
 
 
 # ---------------------------------------------------------------------- running a plan
-
-
-class NonTermination(AssertionError):
-    """A run did not finish within its time budget."""
-
-
-@contextmanager
-def time_budget(seconds: float, what: str) -> Iterator[None]:
-    """Fail with :class:`NonTermination` if the block runs longer than ``seconds`` (on the main
-    thread, where a signal can interrupt it; elsewhere the block runs unguarded)."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def expire(signum: int, frame: Any) -> None:
-        raise NonTermination(f"{what} did not finish within {seconds} s")
-
-    previous = signal.signal(signal.SIGALRM, expire)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
 
 
 def run(plan: Plan, flow: dd.Dataflow, stream: Stream, points: set[int]) -> list[dd.Output]:

@@ -15,11 +15,8 @@ on one of them. A new runtime (``"spark"``) is added in exactly these two places
 
 from __future__ import annotations
 
-import signal
-import threading
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import pandas as pd
@@ -28,6 +25,7 @@ from hypothesis import strategies as st
 
 import ddflow as dd
 from ddflow.testing import frame_to_counter, reference
+from ddflow.testing.budget import time_budget
 
 #: the runtimes of the semantics suite: every test runs on "local" (small batches held as rows)
 #: and "local-columnar" (the local runtime with every batch in Polars); the tests named in
@@ -104,30 +102,6 @@ def feed(inputs: Mapping[str, dd.InputCollection], updates: Iterable[Update]) ->
         rows[name].append((*record, diff))
     for name, batch in rows.items():
         inputs[name].update(batch)
-
-
-class NonTermination(AssertionError):
-    """A run did not finish within its time budget (e.g. a loop that never quiesces)."""
-
-
-@contextmanager
-def time_budget(seconds: float, what: str) -> Iterator[None]:
-    """Fail with :class:`NonTermination` if the block runs longer than ``seconds`` (on the main
-    thread, where signals can interrupt it; elsewhere the block runs unguarded)."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def expire(signum: int, frame: Any) -> None:
-        raise NonTermination(f"{what} did not finish within {seconds} s")
-
-    previous = signal.signal(signal.SIGALRM, expire)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
 
 
 #: seconds a whole stream may take to run before it counts as not terminating
