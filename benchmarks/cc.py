@@ -48,8 +48,9 @@ def scipy_components(edges: pl.DataFrame, n_nodes: int) -> tuple[np.ndarray, np.
     return nodes, least[comp[nodes]]
 
 
-def measure(n_edges: int, runs: dict[int, int], seed: int = 1,
-            prioritized: bool = False) -> dict[str, Any]:
+def measure(
+    n_edges: int, runs: dict[int, int], seed: int = 1, prioritized: bool = False
+) -> dict[str, Any]:
     """One graph of ``n_edges``: the first result, then ``runs[b]`` batches of ``b`` changes
     for each batch size ``b`` (in increasing size), checked against SciPy and NetworkX."""
     batches = sorted(runs)
@@ -72,13 +73,17 @@ def measure(n_edges: int, runs: dict[int, int], seed: int = 1,
         nodes, least = scipy_components(live, n_nodes)
         base.append(time.perf_counter() - t0)
     labels = snapshot_labels(out)
-    assert labels == dict(zip(nodes.tolist(), least.tolist(), strict=True)), \
+    assert labels == dict(zip(nodes.tolist(), least.tolist(), strict=True)), (
         "ddflow and SciPy disagree"
+    )
     scipy_ms = summary(base)
     rows: dict[str, Any] = {
-        str(b): {**summary(lat[b]),
-                 "speedup_vs_scipy": round(scipy_ms["median_ms"] / summary(lat[b])["median_ms"], 2)}
-        for b in batches}
+        str(b): {
+            **summary(lat[b]),
+            "speedup_vs_scipy": round(scipy_ms["median_ms"] / summary(lat[b])["median_ms"], 2),
+        }
+        for b in batches
+    }
     result = {
         "edges": n_edges,
         "nodes": n_nodes,
@@ -94,7 +99,8 @@ def measure(n_edges: int, runs: dict[int, int], seed: int = 1,
         result["networkx_recompute"] = (
             f"not run: {n_edges} edges is above CC_NETWORKX_MAX_EDGES={limit} (NetworkX's "
             "graph would have to fit in memory beside ddflow's); the labels were checked "
-            "against SciPy's")
+            "against SciPy's"
+        )
         return result
     # NetworkX recomputes from scratch on the final graph
     base = []
@@ -110,8 +116,14 @@ def measure(n_edges: int, runs: dict[int, int], seed: int = 1,
     return result
 
 
-def change_edges(flow: dd.Dataflow, inp: dd.InputCollection, live: pl.DataFrame, n_nodes: int,
-                 changes: int, rng: np.random.Generator) -> tuple[float, pl.DataFrame]:
+def change_edges(
+    flow: dd.Dataflow,
+    inp: dd.InputCollection,
+    live: pl.DataFrame,
+    n_nodes: int,
+    changes: int,
+    rng: np.random.Generator,
+) -> tuple[float, pl.DataFrame]:
     """Apply ``changes`` random edge changes as one epoch and run it: the seconds it took, and
     the live edges after it."""
     gone, new = random_changes(live, n_nodes, changes, rng)
@@ -138,8 +150,9 @@ def load_edges(flow: dd.Dataflow, inp: dd.InputCollection, edges: pl.DataFrame) 
     return time.perf_counter() - t0
 
 
-def apply_changes(flow: dd.Dataflow, inp: dd.InputCollection, gone: pl.DataFrame,
-                  new: pl.DataFrame) -> float:
+def apply_changes(
+    flow: dd.Dataflow, inp: dd.InputCollection, gone: pl.DataFrame, new: pl.DataFrame
+) -> float:
     """Remove ``gone`` and insert ``new`` (both ``src, dst``) as one epoch and run it: the
     seconds it took."""
     t0 = time.perf_counter()
@@ -194,7 +207,9 @@ def run(quick: bool = False) -> dict[str, Any]:
     if len(results) > 1:
         base = results[0]["updates"]
         out["latency_ratio_vs_smallest"] = {
-            str(r["edges"]): {b: round(r["updates"][b]["median_ms"] / base[b]["median_ms"], 2)
-                              for b in base}
-            for r in results[1:]}
+            str(r["edges"]): {
+                b: round(r["updates"][b]["median_ms"] / base[b]["median_ms"], 2) for b in base
+            }
+            for r in results[1:]
+        }
     return out

@@ -29,7 +29,11 @@ def timed(fn: Callable[[], Any]) -> float:
 def summary(seconds: list[float]) -> dict[str, float]:
     """Median and max in milliseconds."""
     ms = [s * 1e3 for s in seconds]
-    return {"median_ms": round(statistics.median(ms), 3), "max_ms": round(max(ms), 3), "runs": len(ms)}
+    return {
+        "median_ms": round(statistics.median(ms), 3),
+        "max_ms": round(max(ms), 3),
+        "runs": len(ms),
+    }
 
 
 def peak_rss_mb() -> float:

@@ -6,7 +6,9 @@ import numpy as np
 import polars as pl
 
 
-def rmat(edges: int, seed: int = 1, a: float = 0.57, b: float = 0.19, c: float = 0.19) -> pl.DataFrame:
+def rmat(
+    edges: int, seed: int = 1, a: float = 0.57, b: float = 0.19, c: float = 0.19
+) -> pl.DataFrame:
     """An R-MAT (power-law) edge list with about ``edges / 8`` nodes, as ``src, dst`` int64.
 
     Each edge picks a quadrant of the adjacency matrix at every one of ``scale`` levels with
@@ -27,15 +29,22 @@ def rmat(edges: int, seed: int = 1, a: float = 0.57, b: float = 0.19, c: float =
     return pl.DataFrame({"src": perm[src], "dst": perm[dst]})
 
 
-def random_changes(live: pl.DataFrame, n_nodes: int, changes: int, rng: np.random.Generator
-                   ) -> tuple[pl.DataFrame, pl.DataFrame]:
+def random_changes(
+    live: pl.DataFrame, n_nodes: int, changes: int, rng: np.random.Generator
+) -> tuple[pl.DataFrame, pl.DataFrame]:
     """``changes`` edge changes: half deletions of live edges, half insertions of new ones."""
     deletions = changes // 2
     insertions = changes - deletions
-    idx = rng.choice(live.height, size=deletions, replace=False) if deletions else np.array([], dtype=np.int64)
+    idx = (
+        rng.choice(live.height, size=deletions, replace=False)
+        if deletions
+        else np.array([], dtype=np.int64)
+    )
     gone = live[idx]
-    new = pl.DataFrame({
-        "src": rng.integers(0, n_nodes, insertions, dtype=np.int64),
-        "dst": rng.integers(0, n_nodes, insertions, dtype=np.int64),
-    })
+    new = pl.DataFrame(
+        {
+            "src": rng.integers(0, n_nodes, insertions, dtype=np.int64),
+            "dst": rng.integers(0, n_nodes, insertions, dtype=np.int64),
+        }
+    )
     return gone, new

@@ -136,8 +136,10 @@ def run(quick: bool = False) -> dict[str, Any]:
 
     # enough changes to merge the recent ones into the kept frame at least once
     n_changes = max(MIN_RECENT, n_edges // RECENT_FRACTION) // 2 + 1000
-    per_change = {name: changes(edges, signed, n_changes, seed=5)
-                  for name, signed in (("signed", True), ("checked", False))}
+    per_change = {
+        name: changes(edges, signed, n_changes, seed=5)
+        for name, signed in (("signed", True), ("checked", False))
+    }
     return {
         "benchmark": "input_check",
         "machine": machine(),
@@ -156,10 +158,16 @@ def run(quick: bool = False) -> dict[str, Any]:
         "one_record_changes": {
             "changes_each": n_changes,
             **per_change,
-            "extra_insert_median_us": round(per_change["checked"]["insert_median_us"]
-                                            - per_change["signed"]["insert_median_us"], 1),
-            "extra_remove_median_us": round(per_change["checked"]["remove_median_us"]
-                                            - per_change["signed"]["remove_median_us"], 1),
+            "extra_insert_median_us": round(
+                per_change["checked"]["insert_median_us"]
+                - per_change["signed"]["insert_median_us"],
+                1,
+            ),
+            "extra_remove_median_us": round(
+                per_change["checked"]["remove_median_us"]
+                - per_change["signed"]["remove_median_us"],
+                1,
+            ),
         },
         "peak_rss_mb": peak_rss_mb(),
     }

@@ -38,8 +38,14 @@ PATHWAY_SERIES = "0.33."
 WORKER_THREADS = 1
 """Pathway worker threads (``PATHWAY_THREADS``); ddflow runs one dataflow worker too."""
 
-QUIET_ENV_DROP = ("PATHWAY_LICENSE_KEY", "PATHWAY_MONITORING_SERVER",
-                  "PATHWAY_DETAILED_METRICS_DIR", "PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV")
+QUIET_ENV_DROP = (
+    "PATHWAY_LICENSE_KEY",
+    "PATHWAY_MONITORING_SERVER",
+    "PATHWAY_DETAILED_METRICS_DIR",
+    "PYTHONPATH",
+    "PYTHONHOME",
+    "VIRTUAL_ENV",
+)
 """Variables the worker must not inherit: Pathway's license and monitoring settings (without
 them telemetry and monitoring are off) and anything that would mix this environment's packages
 into the worker's."""
@@ -52,6 +58,7 @@ def log(message: str) -> None:
 
 # --- the virtual environment -------------------------------------------------------------------
 
+
 def venv_python() -> Path:
     """The interpreter of the Pathway virtual environment."""
     return VENV / "bin" / "python"
@@ -63,7 +70,10 @@ def installed_pathway() -> str | None:
         return None
     probe = subprocess.run(
         [str(venv_python()), "-c", "import pathway, pyarrow; print(pathway.__version__)"],
-        capture_output=True, text=True, env=worker_env())
+        capture_output=True,
+        text=True,
+        env=worker_env(),
+    )
     return probe.stdout.strip() if probe.returncode == 0 else None
 
 
@@ -95,6 +105,7 @@ def worker_env() -> dict[str, str]:
 
 # --- the shared data ---------------------------------------------------------------------------
 
+
 @dataclass
 class Batch:
     """One update: ``gone`` and ``new`` edges as ``eid, src, dst``."""
@@ -118,8 +129,9 @@ class Plan:
     """Whether the edges after every batch are kept (to check every intermediate result)."""
 
 
-def make_plan(n_edges: int, runs: int, sizes: list[int], seed: int = 1,
-              keep_every_step: bool = False) -> Plan:
+def make_plan(
+    n_edges: int, runs: int, sizes: list[int], seed: int = 1, keep_every_step: bool = False
+) -> Plan:
     """An R-MAT graph and ``runs`` batches of each size, with the same generators and seeds as
     the ``cc`` benchmark. Every edge gets an id so that a deletion names one copy of it."""
     edges = rmat(n_edges, seed).with_row_index("eid").with_columns(pl.col("eid").cast(pl.Int64))
@@ -130,8 +142,11 @@ def make_plan(n_edges: int, runs: int, sizes: list[int], seed: int = 1,
     for size in sizes:
         for _ in range(runs):
             gone, new = random_changes(live, n_nodes, size, rng)
-            new = new.select(pl.int_range(next_eid, next_eid + new.height, dtype=pl.Int64)
-                             .alias("eid"), "src", "dst")
+            new = new.select(
+                pl.int_range(next_eid, next_eid + new.height, dtype=pl.Int64).alias("eid"),
+                "src",
+                "dst",
+            )
             next_eid += new.height
             live = pl.concat([live.filter(~pl.col("eid").is_in(gone["eid"].implode())), new])
             batches.append(Batch(size, gone, new))
@@ -145,8 +160,15 @@ def write_plan(plan: Plan, data: Path) -> None:
     parts = []
     for number, batch in enumerate(plan.batches):
         for frame, diff in ((batch.gone, -1), (batch.new, 1)):
-            parts.append(frame.select(pl.lit(number, pl.Int64).alias("batch"),
-                                      pl.lit(diff, pl.Int64).alias("diff"), "eid", "src", "dst"))
+            parts.append(
+                frame.select(
+                    pl.lit(number, pl.Int64).alias("batch"),
+                    pl.lit(diff, pl.Int64).alias("diff"),
+                    "eid",
+                    "src",
+                    "dst",
+                )
+            )
     pl.concat(parts).write_parquet(data / "changes.parquet")
 
 
@@ -157,15 +179,22 @@ def edge_pairs(frame: pl.DataFrame) -> pl.DataFrame:
 
 # --- the two systems ---------------------------------------------------------------------------
 
+
 def run_ddflow(plan: Plan) -> dict[str, Any]:
     """ddflow on the plan: first result, one latency per batch, memory, final labels."""
     flow, inp, out = build_cc()
     first = load_edges(flow, inp, edge_pairs(plan.edges))
     rss_after_load = peak_rss_mb()
-    seconds = [apply_changes(flow, inp, edge_pairs(b.gone), edge_pairs(b.new))
-               for b in plan.batches]
-    return {"first_result_s": first, "seconds": seconds, "peak_rss_mb_after_load": rss_after_load,
-            "peak_rss_mb": peak_rss_mb(), "labels": snapshot_labels(out)}
+    seconds = [
+        apply_changes(flow, inp, edge_pairs(b.gone), edge_pairs(b.new)) for b in plan.batches
+    ]
+    return {
+        "first_result_s": first,
+        "seconds": seconds,
+        "peak_rss_mb_after_load": rss_after_load,
+        "peak_rss_mb": peak_rss_mb(),
+        "labels": snapshot_labels(out),
+    }
 
 
 def run_worker(python: Path, args: list[str], data: Path) -> None:
@@ -173,8 +202,13 @@ def run_worker(python: Path, args: list[str], data: Path) -> None:
     tail is shown if it fails."""
     log_path = data / "worker.log"
     with log_path.open("w") as log_file:
-        done = subprocess.run([str(python), str(WORKER), *args], stdout=log_file,
-                              stderr=subprocess.STDOUT, env=worker_env(), cwd=data)
+        done = subprocess.run(
+            [str(python), str(WORKER), *args],
+            stdout=log_file,
+            stderr=subprocess.STDOUT,
+            env=worker_env(),
+            cwd=data,
+        )
     if done.returncode != 0:
         tail = log_path.read_text().splitlines()[-40:]
         print("\n".join(tail), file=sys.stderr)
@@ -184,8 +218,7 @@ def run_worker(python: Path, args: list[str], data: Path) -> None:
 def run_pathway(python: Path, plan: Plan, data: Path) -> dict[str, Any]:
     """Pathway on the plan (in the worker): its timings, memory and final labels."""
     write_plan(plan, data)
-    run_worker(python, ["measure", str(data), *(["--check-each"] if plan.every_step else [])],
-               data)
+    run_worker(python, ["measure", str(data), *(["--check-each"] if plan.every_step else [])], data)
     result = json.loads((data / "pathway_result.json").read_text())
     updates = result.pop("updates")
     expected = [len(b.gone) + len(b.new) for b in plan.batches]
@@ -193,9 +226,12 @@ def run_pathway(python: Path, plan: Plan, data: Path) -> dict[str, Any]:
         raise RuntimeError("the worker applied different batches")
     if plan.every_step:
         check_every_step(plan, pl.read_parquet(data / "pathway_snapshots.parquet"))
-    return {**result, "seconds": [u["seconds"] for u in updates],
-            "label_changes": [u["label_changes"] for u in updates],
-            "labels": frame_labels(pl.read_parquet(data / "pathway_labels.parquet"))}
+    return {
+        **result,
+        "seconds": [u["seconds"] for u in updates],
+        "label_changes": [u["label_changes"] for u in updates],
+        "labels": frame_labels(pl.read_parquet(data / "pathway_labels.parquet")),
+    }
 
 
 def frame_labels(frame: pl.DataFrame) -> dict[int, int]:
@@ -225,6 +261,7 @@ def check_nested(python: Path, data: Path) -> dict[str, Any]:
 
 # --- the report --------------------------------------------------------------------------------
 
+
 def ratio(a: float, b: float) -> float | None:
     """``a / b`` rounded, or None when ``b`` is zero."""
     return round(a / b, 2) if b else None
@@ -244,14 +281,18 @@ def compare_updates(plan: Plan, dd_s: list[float], pw_s: list[float]) -> dict[st
     pw_by = by_size(plan, pw_s)
     for size, seconds in by_size(plan, dd_s).items():
         d, p = summary(seconds), summary(pw_by[size])
-        rows[str(size)] = {"ddflow": d, "pathway": p,
-                           "pathway_over_ddflow_median": ratio(p["median_ms"], d["median_ms"]),
-                           "pathway_over_ddflow_max": ratio(p["max_ms"], d["max_ms"])}
+        rows[str(size)] = {
+            "ddflow": d,
+            "pathway": p,
+            "pathway_over_ddflow_median": ratio(p["median_ms"], d["median_ms"]),
+            "pathway_over_ddflow_max": ratio(p["max_ms"], d["max_ms"]),
+        }
     return rows
 
 
-def labels_check(plan: Plan, dd_labels: dict[int, int], pw_labels: dict[int, int]
-                 ) -> tuple[dict[str, bool], float]:
+def labels_check(
+    plan: Plan, dd_labels: dict[int, int], pw_labels: dict[int, int]
+) -> tuple[dict[str, bool], float]:
     """Whether each system's final labels equal NetworkX's, and NetworkX's time."""
     t0 = time.perf_counter()
     expected = nx_components(edge_pairs(final_edges(plan)))
@@ -301,9 +342,11 @@ def measure(n_edges: int, runs: int, sizes: list[int], check_every_step: bool) -
         "labels_equal_networkx": match,
         "pathway_labels_checked_at_every_completion": plan.every_step,
         "networkx_recompute_s": round(nx_seconds, 3),
-        "pathway": {"version": pw_res["pathway_version"], "threads": pw_res["threads"],
-                    "telemetry": "off: no license key, no monitoring server, "
-                                 "monitoring_level=NONE"},
+        "pathway": {
+            "version": pw_res["pathway_version"],
+            "threads": pw_res["threads"],
+            "telemetry": "off: no license key, no monitoring server, monitoring_level=NONE",
+        },
         "nested_iterate": nested,
     }
 

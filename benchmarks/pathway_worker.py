@@ -84,7 +84,8 @@ def propagate(labels: pw.Table, edges: pw.Table) -> dict[str, pw.Table]:
     and a self-loop per node are present, so a node's own label is among its offers)."""
     offers = edges.select(node=edges.dst, label=labels.ix(edges.src_ptr).label)
     least = offers.groupby(offers.node).reduce(
-        node=offers.node, label=pw.reducers.min(offers.label))
+        node=offers.node, label=pw.reducers.min(offers.label)
+    )
     return {"labels": least}
 
 
@@ -197,8 +198,9 @@ class Feeder(pw.io.python.ConnectorSubject):
             for eid, src, dst in new:
                 self.next(eid=eid, src=src, dst=dst)
             done, changes = self._commit_and_wait(number)
-            updates.append({"changes": len(gone) + len(new), "seconds": done - t0,
-                            "label_changes": changes})
+            updates.append(
+                {"changes": len(gone) + len(new), "seconds": done - t0, "label_changes": changes}
+            )
         self.timings["updates"] = updates
 
     def _commit_and_wait(self, number: int) -> tuple[float, int]:
@@ -263,8 +265,12 @@ def measure(data: Path, check_each: bool) -> None:
     pq.write_table(labels_table(completion.labels()), data / "pathway_labels.parquet")
     if check_each:
         write_snapshots(data / "pathway_snapshots.parquet", feeder.snapshots)
-    result = {**feeder.timings, "peak_rss_mb": peak_rss_mb(), "pathway_version": pw.__version__,
-              "threads": int(os.environ.get("PATHWAY_THREADS", "1"))}
+    result = {
+        **feeder.timings,
+        "peak_rss_mb": peak_rss_mb(),
+        "pathway_version": pw.__version__,
+        "threads": int(os.environ.get("PATHWAY_THREADS", "1")),
+    }
     (data / "pathway_result.json").write_text(json.dumps(result))
 
 
@@ -291,8 +297,12 @@ def try_iterate(body: Any) -> dict[str, Any]:
         values = sorted(pw.debug.table_to_pandas(out)["val"].tolist())
         return {"ok": True, "values": values}
     except Exception as e:  # Pathway raises its engine error as a plain exception
-        return {"ok": False, "error_type": type(e).__name__, "error": str(e).strip(),
-                "raised_at": traceback.extract_tb(e.__traceback__)[-1].name}
+        return {
+            "ok": False,
+            "error_type": type(e).__name__,
+            "error": str(e).strip(),
+            "raised_at": traceback.extract_tb(e.__traceback__)[-1].name,
+        }
 
 
 def nested(out: Path) -> None:
@@ -310,8 +320,9 @@ def main(argv: list[str]) -> int:
     elif argv[:1] == ["nested"] and len(argv) == 2:
         nested(Path(argv[1]))
     else:
-        print("usage: pathway_worker.py measure DIR [--check-each] | nested OUT.json",
-              file=sys.stderr)
+        print(
+            "usage: pathway_worker.py measure DIR [--check-each] | nested OUT.json", file=sys.stderr
+        )
         return 2
     return 0
 

@@ -90,20 +90,30 @@ def load_casts() -> pl.DataFrame:
 
     with sqlite3.connect(movie_path) as db:
         rows = db.execute('SELECT ID, Year, "Cast" FROM omdb').fetchall()
-    credits = [(film, year, name) for film, year, cast in rows
-               for name in set(split_cast(cast or ""))]
-    casts = pl.DataFrame(credits, schema={"film": pl.Int64, "year": pl.Int64, "name": pl.String},
-                         orient="row")
-    actors = (casts.select("name").unique().sort("name")
-              .with_row_index("actor").with_columns(pl.col("actor").cast(pl.Int64)))
+    credits = [
+        (film, year, name) for film, year, cast in rows for name in set(split_cast(cast or ""))
+    ]
+    casts = pl.DataFrame(
+        credits, schema={"film": pl.Int64, "year": pl.Int64, "name": pl.String}, orient="row"
+    )
+    actors = (
+        casts.select("name")
+        .unique()
+        .sort("name")
+        .with_row_index("actor")
+        .with_columns(pl.col("actor").cast(pl.Int64))
+    )
     return casts.join(actors, on="name").select("film", "year", "actor")
 
 
 def costar_pairs(casts: pl.DataFrame) -> pl.DataFrame:
     """``(year, src, dst)``: one row per film and pair of its actors, ``src < dst``."""
     other = casts.select("film", co="actor")
-    return (casts.join(other, on="film").filter(pl.col("actor") < pl.col("co"))
-            .select("year", src="actor", dst="co"))
+    return (
+        casts.join(other, on="film")
+        .filter(pl.col("actor") < pl.col("co"))
+        .select("year", src="actor", dst="co")
+    )
 
 
 def in_years(pairs: pl.DataFrame, first: int, last: int) -> pl.DataFrame:
@@ -128,8 +138,9 @@ def as_dict(out: dd.Output, key: str, value: str) -> dict[int, int]:
     return dict(zip(snap[key].to_list(), snap[value].to_list(), strict=True))
 
 
-def measure_costar(pairs: pl.DataFrame, first_year: int, last_year: int,
-                   width: int) -> dict[str, Any]:
+def measure_costar(
+    pairs: pl.DataFrame, first_year: int, last_year: int, width: int
+) -> dict[str, Any]:
     """Slide a ``width``-year window from ``first_year`` until it ends at ``last_year``, one
     year per epoch, timing ddflow's components and NetworkX's recompute at every step."""
     flow = dd.Dataflow()
@@ -145,22 +156,28 @@ def measure_costar(pairs: pl.DataFrame, first_year: int, last_year: int,
     nx_first_s, expected = timed_call(lambda: nx_component_labels(window))
     assert as_dict(out, "node", "label") == expected, "first window: ddflow and NetworkX disagree"
     rss_after_first = peak_rss_mb()
-    steps = [slide(flow, edges, out, pairs, start, width)
-             for start in range(first_year + 1, last_year - width + 2)]
+    steps = [
+        slide(flow, edges, out, pairs, start, width)
+        for start in range(first_year + 1, last_year - width + 2)
+    ]
     dd_s = [s["ddflow_ms"] / 1e3 for s in steps]
     nx_s = [s["networkx_ms"] / 1e3 for s in steps]
     result = {
         "window_years": width,
         "years": [first_year, last_year],
-        "first_window": {"years": [first_year, first_year + width - 1],
-                         "edge_rows": window.height, "nodes": len(expected),
-                         "ddflow_first_result_s": round(first_s, 3),
-                         "networkx_s": round(nx_first_s, 3)},
+        "first_window": {
+            "years": [first_year, first_year + width - 1],
+            "edge_rows": window.height,
+            "nodes": len(expected),
+            "ddflow_first_result_s": round(first_s, 3),
+            "networkx_s": round(nx_first_s, 3),
+        },
         "peak_rss_mb_after_first": rss_after_first,
         "window_step": summary(dd_s),
         "networkx_recompute": summary(nx_s),
-        "speedup_vs_networkx_median_of_steps": round(statistics.median(
-            [s["speedup_vs_networkx"] for s in steps]), 2),
+        "speedup_vs_networkx_median_of_steps": round(
+            statistics.median([s["speedup_vs_networkx"] for s in steps]), 2
+        ),
         "ddflow_total_s": round(sum(dd_s), 3),
         "networkx_total_s": round(sum(nx_s), 3),
         "checked_equal_steps": len(steps),
@@ -170,8 +187,14 @@ def measure_costar(pairs: pl.DataFrame, first_year: int, last_year: int,
     return result
 
 
-def slide(flow: dd.Dataflow, edges: dd.InputCollection, out: dd.Output, pairs: pl.DataFrame,
-          start: int, width: int) -> dict[str, Any]:
+def slide(
+    flow: dd.Dataflow,
+    edges: dd.InputCollection,
+    out: dd.Output,
+    pairs: pl.DataFrame,
+    start: int,
+    width: int,
+) -> dict[str, Any]:
     """Move the window to start at ``start``: retract the films of ``start - 1``, insert those of
     ``start + width - 1``, as one epoch; then recompute with NetworkX and compare."""
     gone = in_years(pairs, start - 1, start - 1)
@@ -220,8 +243,9 @@ class RoadNetwork:
 
     def nearest(self, lat: float, lon: float) -> int:
         """The node at the end of a road nearest to ``(lat, lon)``."""
-        ends = np.unique(np.concatenate([self.roads["src"].to_numpy(),
-                                         self.roads["dst"].to_numpy()]))
+        ends = np.unique(
+            np.concatenate([self.roads["src"].to_numpy(), self.roads["dst"].to_numpy()])
+        )
         d2 = (self.coords[ends, 0] - lat) ** 2 + (self.coords[ends, 1] - lon) ** 2
         return int(ends[np.argmin(d2)])
 
@@ -231,7 +255,7 @@ def _literal(text: str, name: str) -> str:
     prefix = f"{name}="
     for line in text.splitlines():
         if line.startswith(prefix):
-            return line[len(prefix):]
+            return line[len(prefix) :]
     raise ValueError(f"no line {prefix!r}")
 
 
@@ -245,16 +269,17 @@ def load_world_highways() -> RoadNetwork:
     text = (importlib.resources.files("scgraph_data") / "world_highways.py").read_text()
     coords = np.asarray(json.loads(_literal(text, "nodes")), dtype=np.float64)
     adjacency: list[dict[str, float]] = json.loads(
-        re.sub(r"(\d+):", r'"\1":', _literal(text, "graph")))
+        re.sub(r"(\d+):", r'"\1":', _literal(text, "graph"))
+    )
     del text
     src = np.repeat(np.arange(len(adjacency), dtype=np.int64), [len(a) for a in adjacency])
     dst = np.fromiter((int(v) for a in adjacency for v in a), dtype=np.int64, count=len(src))
-    km = np.fromiter((w for a in adjacency for w in a.values()), dtype=np.float64,
-                     count=len(src))
+    km = np.fromiter((w for a in adjacency for w in a.values()), dtype=np.float64, count=len(src))
     metres = np.rint(km * 1000).astype(np.int64)
     assert np.allclose(km * 1000, metres, rtol=0, atol=1e-6), "lengths are not whole metres"
     roads = pl.DataFrame({"src": src, "dst": dst, "weight": metres}).filter(
-        pl.col("src") < pl.col("dst"))  # each road is listed from both ends; self-loops dropped
+        pl.col("src") < pl.col("dst")
+    )  # each road is listed from both ends; self-loops dropped
     return RoadNetwork(roads, coords)
 
 
@@ -266,12 +291,15 @@ def both_directions(roads: pl.DataFrame) -> pl.DataFrame:
 def tree_roads(roads: pl.DataFrame, dist: dict[int, int]) -> pl.DataFrame:
     """The roads on a shortest path from the source (one end's distance is the other's plus the
     road's length)."""
-    d = pl.DataFrame({"node": list(dist), "d": list(dist.values())},
-                     schema={"node": pl.Int64, "d": pl.Int64})
-    ends = (roads.join(d.rename({"node": "src", "d": "ds"}), on="src")
-            .join(d.rename({"node": "dst", "d": "dd"}), on="dst"))
-    on_path = ((pl.col("ds") + pl.col("weight") == pl.col("dd"))
-               | (pl.col("dd") + pl.col("weight") == pl.col("ds")))
+    d = pl.DataFrame(
+        {"node": list(dist), "d": list(dist.values())}, schema={"node": pl.Int64, "d": pl.Int64}
+    )
+    ends = roads.join(d.rename({"node": "src", "d": "ds"}), on="src").join(
+        d.rename({"node": "dst", "d": "dd"}), on="dst"
+    )
+    on_path = (pl.col("ds") + pl.col("weight") == pl.col("dd")) | (
+        pl.col("dd") + pl.col("weight") == pl.col("ds")
+    )
     return ends.filter(on_path).select("src", "dst", "weight")
 
 
@@ -280,8 +308,7 @@ def dijkstra(graph: nx.Graph, source: int) -> dict[int, int]:
     return dict(nx.single_source_dijkstra_path_length(graph, source, weight="weight"))
 
 
-def measure_highways(net: RoadNetwork, source: int, changes: int,
-                     seed: int = 1) -> dict[str, Any]:
+def measure_highways(net: RoadNetwork, source: int, changes: int, seed: int = 1) -> dict[str, Any]:
     """ddflow's shortest paths from ``source``: first result, then ``changes`` roads of the
     shortest-path tree removed and put back, one epoch each, against NetworkX's Dijkstra."""
     flow = dd.Dataflow()
@@ -331,8 +358,15 @@ def measure_highways(net: RoadNetwork, source: int, changes: int,
     return result
 
 
-def change_road(flow: dd.Dataflow, edges: dd.InputCollection, out: dd.Output, graph: nx.Graph,
-                source: int, road: tuple[int, int, int], remove: bool) -> dict[str, Any]:
+def change_road(
+    flow: dd.Dataflow,
+    edges: dd.InputCollection,
+    out: dd.Output,
+    graph: nx.Graph,
+    source: int,
+    road: tuple[int, int, int],
+    remove: bool,
+) -> dict[str, Any]:
     """Remove (or put back) one road as one epoch, then recompute with Dijkstra and compare."""
     a, b, w = road
     rows = [(a, b, w), (b, a, w)]
@@ -356,10 +390,15 @@ def change_road(flow: dd.Dataflow, edges: dd.InputCollection, out: dd.Output, gr
     got = as_dict(out, "node", "distance")
     assert got == dist, f"after {'removing' if remove else 'restoring'} {road}: results disagree"
     changed = sum(1 for node in before.keys() | got.keys() if before.get(node) != got.get(node))
-    return {"road": [a, b, w], "removed": remove, "distances_changed": changed,
-            "worker_steps": worker_steps, "ddflow_ms": round(dd_s * 1e3, 1),
-            "networkx_dijkstra_ms": round(nx_s * 1e3, 1),
-            "speedup_vs_networkx": round(nx_s / dd_s, 2)}
+    return {
+        "road": [a, b, w],
+        "removed": remove,
+        "distances_changed": changed,
+        "worker_steps": worker_steps,
+        "ddflow_ms": round(dd_s * 1e3, 1),
+        "networkx_dijkstra_ms": round(nx_s * 1e3, 1),
+        "speedup_vs_networkx": round(nx_s / dd_s, 2),
+    }
 
 
 def summarize_changes(rows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -367,8 +406,9 @@ def summarize_changes(rows: list[dict[str, Any]]) -> dict[str, Any]:
     return {
         "ddflow": summary([r["ddflow_ms"] / 1e3 for r in rows]),
         "networkx_dijkstra": summary([r["networkx_dijkstra_ms"] / 1e3 for r in rows]),
-        "speedup_vs_networkx_median": round(statistics.median(
-            r["speedup_vs_networkx"] for r in rows), 2),
+        "speedup_vs_networkx_median": round(
+            statistics.median(r["speedup_vs_networkx"] for r in rows), 2
+        ),
     }
 
 
@@ -383,8 +423,10 @@ def run(quick: bool = False) -> dict[str, Any]:
     load_s, pairs = timed_call(lambda: costar_pairs(load_casts()))
     costar = measure_costar(pairs, years[0], years[1], width)
     costar["load_s"] = round(load_s, 3)
-    costar["pairs_all_years"] = {"rows": pairs.height,
-                                 "distinct": pairs.select("src", "dst").unique().height}
+    costar["pairs_all_years"] = {
+        "rows": pairs.height,
+        "distinct": pairs.select("src", "dst").unique().height,
+    }
     del pairs
     gc.collect()  # the flow of (a) is garbage now
     load_s, world = timed_call(load_world_highways)
@@ -395,6 +437,10 @@ def run(quick: bool = False) -> dict[str, Any]:
     highways["box_south_north_west_east"] = list(box)
     highways["world_roads"] = world.roads.height
     highways["weights"] = "road length rounded to integer metres (exact: km with 3 decimals)"
-    return {"benchmark": "realdata", "machine": machine(), "costar_windows": costar,
-            "highway_shortest_paths": highways,
-            "note": "peak_rss_mb values are the process's maximum so far"}
+    return {
+        "benchmark": "realdata",
+        "machine": machine(),
+        "costar_windows": costar,
+        "highway_shortest_paths": highways,
+        "note": "peak_rss_mb values are the process's maximum so far",
+    }

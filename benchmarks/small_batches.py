@@ -37,8 +37,10 @@ def check_labels(out: dd.Output, live: pl.DataFrame, n_nodes: int, after: str) -
     want = dict(zip(nodes.tolist(), least.tolist(), strict=True))
     if labels != want:
         wrong = sorted(set(labels.items()) ^ set(want.items()))
-        raise ResultMismatch(f"after {after}: ddflow and SciPy disagree on {len(wrong)} "
-                             f"(node, label) pairs, e.g. {wrong[:5]}")
+        raise ResultMismatch(
+            f"after {after}: ddflow and SciPy disagree on {len(wrong)} "
+            f"(node, label) pairs, e.g. {wrong[:5]}"
+        )
 
 
 def run(quick: bool = False) -> dict[str, Any]:
@@ -69,7 +71,16 @@ def run(quick: bool = False) -> dict[str, Any]:
     rows = {}
     for b in lat["rows"]:
         r, c = summary(lat["rows"][b]), summary(lat["polars_only"][b])
-        rows[str(b)] = {"rows": r, "polars_only": c,
-                        "speedup": round(c["median_ms"] / r["median_ms"], 2)}
-    return {"benchmark": "small_batches", "machine": machine(), "edges": n_edges,
-            "small_batch_rows": SMALL_ROWS, "updates": rows, "result_checked": True}
+        rows[str(b)] = {
+            "rows": r,
+            "polars_only": c,
+            "speedup": round(c["median_ms"] / r["median_ms"], 2),
+        }
+    return {
+        "benchmark": "small_batches",
+        "machine": machine(),
+        "edges": n_edges,
+        "small_batch_rows": SMALL_ROWS,
+        "updates": rows,
+        "result_checked": True,
+    }

@@ -36,7 +36,8 @@ def spark_components(spark: Any, edges: pl.DataFrame) -> tuple[Any, int]:
     while True:
         rounds += 1
         proposals = labels.join(sym, labels.node == sym.src).select(
-            sym.dst.alias("node"), labels.label.alias("label"))
+            sym.dst.alias("node"), labels.label.alias("label")
+        )
         new = proposals.union(labels).groupBy("node").agg(F.min("label").alias("label"))
         new = new.localCheckpoint(eager=True)
         changed = new.join(labels, "node").where(new.label != labels.label).limit(1).count()
@@ -57,8 +58,12 @@ class Progress:
     def __call__(self, p: dd.RunProgress) -> None:
         self.steps = p.steps
         if not p.done:
-            print(f"spark_cc: {self.phase}: {p.steps} operator steps, {p.seconds:.0f} s "
-                  f"(last: {p.operator})", file=sys.stderr, flush=True)
+            print(
+                f"spark_cc: {self.phase}: {p.steps} operator steps, {p.seconds:.0f} s "
+                f"(last: {p.operator})",
+                file=sys.stderr,
+                flush=True,
+            )
 
 
 def run(quick: bool = False) -> dict[str, Any]:
@@ -101,8 +106,10 @@ def run(quick: bool = False) -> dict[str, Any]:
         "partitions": partitions,
         "changed_edges": gone.height + new.height,
         "ddflow_spark_first_result_s": round(first, 2),
-        "ddflow_spark_steps": {"first_result": first_progress.steps,
-                               "update": update_progress.steps},
+        "ddflow_spark_steps": {
+            "first_result": first_progress.steps,
+            "update": update_progress.steps,
+        },
         "ddflow_spark_update": summary([update]),
         "spark_dataframes_recompute": {**summary([recompute]), "rounds": rounds},
         "speedup_update_vs_recompute": round(recompute / update, 2),

@@ -73,9 +73,13 @@ def dataframe_distances(spark: Any, root: int) -> tuple[dict[int, int], int]:
     level = 0
     while True:
         level += 1
-        nxt = (frontier.join(edges, frontier.node == edges.src).select(edges.dst.alias("node"))
-               .distinct().join(visited, "node", "left_anti")
-               .withColumn("d", F.lit(level))).localCheckpoint(eager=True)
+        nxt = (
+            frontier.join(edges, frontier.node == edges.src)
+            .select(edges.dst.alias("node"))
+            .distinct()
+            .join(visited, "node", "left_anti")
+            .withColumn("d", F.lit(level))
+        ).localCheckpoint(eager=True)
         if nxt.limit(1).count() == 0:
             rows = visited.collect()
             return {r["node"]: r["d"] for r in rows}, level
@@ -113,7 +117,7 @@ def run(quick: bool = False) -> dict[str, Any]:
         flow.advance_to(flow.epoch + 1)
         flow.run()
         lat.append(time.perf_counter() - t0)
-        live = pl.concat([live[:i], live[i + 1:], new])
+        live = pl.concat([live[:i], live[i + 1 :], new])
     expected = nx_distances(live, root)
     snap = out.snapshot_polars()
     got = dict(zip(snap["node"].to_list(), snap["distance"].to_list(), strict=True))
@@ -140,13 +144,20 @@ def run(quick: bool = False) -> dict[str, Any]:
     return {
         "benchmark": "spark_reach",
         "machine": machine(),
-        "graph": {"nodes": nodes, "edges": live.height, "kind": "uniform random, directed",
-                  "reached_from_root": len(expected), "root_eccentricity": depth},
+        "graph": {
+            "nodes": nodes,
+            "edges": live.height,
+            "kind": "uniform random, directed",
+            "reached_from_root": len(expected),
+            "root_eccentricity": depth,
+        },
         "ddflow_first_result_s": round(first, 3),
         "ddflow_update_single_edge": update,
-        "spark_sql_with_recursive": {"seconds": [round(x, 2) for x in sql_runs],
-                                     "walks_enumerated": walks,
-                                     "note": "UNION ALL only: walks bounded by the eccentricity"},
+        "spark_sql_with_recursive": {
+            "seconds": [round(x, 2) for x in sql_runs],
+            "walks_enumerated": walks,
+            "note": "UNION ALL only: walks bounded by the eccentricity",
+        },
         "spark_dataframes_bfs": {"seconds": [round(x, 2) for x in frame_runs], "rounds": rounds},
         # against the faster (warm) run of each baseline
         "speedup_update_vs_spark_sql": round(sql_s * 1e3 / update["median_ms"], 1),

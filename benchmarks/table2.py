@@ -94,15 +94,30 @@ class Row:
     paper: Paper
 
 
-ROWS: dict[str, Row] = {r.name: r for r in [
-    Row("sssp-1m", "sssp", 1_000_000, 1_000_000, 11, Paper("1M", 11.88, 4.71, 386, 309, 0.25)),
-    Row("sssp-10m", "sssp", 1_000_000, 10_000_000, 12,
-        Paper("10M", 200.23, 57.73, 1259, 2694, 0.15)),
-    Row("scc-200k", "scc", 1_000_000, 200_000, 13, Paper("200K", 30.56, 4.36, 99, 480, 1.12)),
-    Row("scc-2m", "scc", 1_000_000, 2_000_000, 14, Paper("2M", 594.44, 51.84, 514, 3427, 8.79)),
-    Row("cc-3.4m", "cc", AMAZON_NODES, AMAZON_EDGES, 15,
-        Paper("3.4M", 66.81, 9.90, 1124, 985, 0.49)),
-]}
+ROWS: dict[str, Row] = {
+    r.name: r
+    for r in [
+        Row("sssp-1m", "sssp", 1_000_000, 1_000_000, 11, Paper("1M", 11.88, 4.71, 386, 309, 0.25)),
+        Row(
+            "sssp-10m",
+            "sssp",
+            1_000_000,
+            10_000_000,
+            12,
+            Paper("10M", 200.23, 57.73, 1259, 2694, 0.15),
+        ),
+        Row("scc-200k", "scc", 1_000_000, 200_000, 13, Paper("200K", 30.56, 4.36, 99, 480, 1.12)),
+        Row("scc-2m", "scc", 1_000_000, 2_000_000, 14, Paper("2M", 594.44, 51.84, 514, 3427, 8.79)),
+        Row(
+            "cc-3.4m",
+            "cc",
+            AMAZON_NODES,
+            AMAZON_EDGES,
+            15,
+            Paper("3.4M", 66.81, 9.90, 1124, 985, 0.49),
+        ),
+    ]
+}
 
 
 def scaled(row: Row, scale: float) -> tuple[int, int]:
@@ -159,11 +174,11 @@ def sssp_workload(row: Row, nodes: int, edges: int) -> Workload:
     description = {
         "generator": "uniform random directed graph G(n, m): distinct edges, no self-loops",
         "weights": f"integers uniform in [{SSSP_WEIGHTS[0]}, {SSSP_WEIGHTS[1]}] (the paper "
-                   "does not give its weights)",
+        "does not give its weights)",
         "source": source,
         "source_rule": "the node with the most out-edges",
         "ddflow": "dd.graph.shortest_paths (Bellman-Ford iterate, one source: the "
-                  "prioritized variant would be the same loop)",
+        "prioritized variant would be the same loop)",
         "networkx": "nx.single_source_dijkstra_path_length",
     }
     return Workload(graph, description, SSSP_WEIGHTS, build, "distance", nx_graph, nx_solve)
@@ -188,7 +203,7 @@ def scc_workload(row: Row, nodes: int, edges: int) -> Workload:
         "weights": None,
         "ddflow": "dd.graph.strongly_connected_components (nested iterate, Figure 8)",
         "networkx": "nx.strongly_connected_components, each node labelled with its SCC's "
-                    "least node",
+        "least node",
     }
     return Workload(graph, description, None, build, "component", nx_graph, nx_solve)
 
@@ -209,16 +224,16 @@ def cc_workload(row: Row, nodes: int, edges: int, prioritized: bool) -> Workload
 
     description = {
         "generator": "Amazon-like (the real amazon0601 is not downloaded): a random "
-                     "recursive tree (one weakly connected component) plus Chung-Lu edges "
-                     "from uniform sources to Pareto-weighted targets (tail exponent 2.3, "
-                     "expected in-degree capped at 2,500: heavy-tailed in-degrees, out-degrees "
-                     "Poisson around the mean 8.4), ids permuted",
+        "recursive tree (one weakly connected component) plus Chung-Lu edges "
+        "from uniform sources to Pareto-weighted targets (tail exponent 2.3, "
+        "expected in-degree capped at 2,500: heavy-tailed in-degrees, out-degrees "
+        "Poisson around the mean 8.4), ids permuted",
         "weights": None,
         "prioritized": prioritized,
         "ddflow": f"dd.graph.connected_components(prioritized={prioritized}) (Figure 3"
-                  f"{' with Figure 10 priorities' if prioritized else ''})",
+        f"{' with Figure 10 priorities' if prioritized else ''})",
         "networkx": "nx.connected_components on the undirected graph, each node labelled "
-                    "with its component's least node",
+        "with its component's least node",
     }
     return Workload(graph, description, None, build, "label", nx_graph, nx_solve)
 
@@ -251,8 +266,9 @@ def load(flow: dd.Dataflow, inp: dd.InputCollection, graph: pl.DataFrame) -> flo
     return time.perf_counter() - t0
 
 
-def apply_change(flow: dd.Dataflow, inp: dd.InputCollection, kind: str,
-                 edge: pl.DataFrame) -> float:
+def apply_change(
+    flow: dd.Dataflow, inp: dd.InputCollection, kind: str, edge: pl.DataFrame
+) -> float:
     """Remove or insert one edge as one epoch and run it: the seconds it took."""
     t0 = time.perf_counter()
     if kind == "removal":
@@ -278,13 +294,15 @@ def compare(got: dict[int, int], expected: dict[int, int]) -> dict[str, Any]:
         "equal": not diff,
         "nodes": len(expected),
         "differences": len(diff),
-        "examples": [{"node": k, "ddflow": got.get(k), "networkx": expected.get(k)}
-                     for k in diff[:5]],
+        "examples": [
+            {"node": k, "ddflow": got.get(k), "networkx": expected.get(k)} for k in diff[:5]
+        ],
     }
 
 
-def time_networkx(work: Workload, live: pl.DataFrame, runs: int
-                  ) -> tuple[list[float], list[float], dict[int, int]]:
+def time_networkx(
+    work: Workload, live: pl.DataFrame, runs: int
+) -> tuple[list[float], list[float], dict[int, int]]:
     """``runs`` from-scratch NetworkX recomputes on ``live``: the seconds each took in all
     (building the graph from the edge list, then the algorithm), the seconds of the algorithm
     alone, and the result."""
@@ -313,8 +331,9 @@ def update_summaries(latencies: list[tuple[str, float]]) -> dict[str, Any]:
     return rows
 
 
-def vs_paper(paper: Paper, first_s: float, footprint_mb: float, update_ms: float
-             ) -> dict[str, float]:
+def vs_paper(
+    paper: Paper, first_s: float, footprint_mb: float, update_ms: float
+) -> dict[str, float]:
     """ddflow's figures divided by the paper's (above 1: ddflow is slower / larger)."""
     return {
         "first_result_over_naiad": round(first_s / paper.naiad_s, 2),
@@ -331,23 +350,32 @@ def measure_row(row: Row, scale: float, updates: int, prioritized: bool) -> dict
     t0 = time.perf_counter()
     work = make_workload(row, scale, prioritized)
     n_nodes, _ = scaled(row, scale)
-    progress(partial, generate_s=round(time.perf_counter() - t0, 3),
-             rss_before_flow_mb=peak_rss_mb())
+    progress(
+        partial, generate_s=round(time.perf_counter() - t0, 3), rss_before_flow_mb=peak_rss_mb()
+    )
     flow = dd.Dataflow()
     schema = {"src": "int64", "dst": "int64"} | ({"weight": "int64"} if work.weights else {})
     inp = flow.input("edges", schema=schema)
     out = work.build(flow, inp)
     first = load(flow, inp, work.graph)
-    progress(partial, first_result_s=round(first, 3), rss_after_first_result_mb=peak_rss_mb(),
-             loop_steps_first_result=flow.worker.steps)
+    progress(
+        partial,
+        first_result_s=round(first, 3),
+        rss_after_first_result_mb=peak_rss_mb(),
+        loop_steps_first_result=flow.worker.steps,
+    )
     latencies: list[tuple[str, float]] = []
     live = work.graph
-    for change, after in single_edge_changes(work.graph, n_nodes, updates, row.seed + 100,
-                                             work.weights):
+    for change, after in single_edge_changes(
+        work.graph, n_nodes, updates, row.seed + 100, work.weights
+    ):
         latencies.append((change.kind, apply_change(flow, inp, change.kind, change.edge)))
         live = after
-        progress(partial, updates_done=len(latencies),
-                 update_ms=[round(s * 1e3, 3) for _, s in latencies])
+        progress(
+            partial,
+            updates_done=len(latencies),
+            update_ms=[round(s * 1e3, 3) for _, s in latencies],
+        )
     footprint = peak_rss_mb()
     progress(partial, peak_rss_mb=footprint)
     got = snapshot_map(out, work.value_column)
@@ -360,10 +388,13 @@ def measure_row(row: Row, scale: float, updates: int, prioritized: bool) -> dict
         "row": row.name,
         "status": "ok" if check["equal"] else "mismatch",
         "algorithm": row.algorithm,
-        "graph": {"nodes": n_nodes, "edges": work.graph.height,
-                  "nodes_touched": int(pl.concat([work.graph["src"], work.graph["dst"]])
-                                       .n_unique()),
-                  "seed": row.seed, **work.description},
+        "graph": {
+            "nodes": n_nodes,
+            "edges": work.graph.height,
+            "nodes_touched": int(pl.concat([work.graph["src"], work.graph["dst"]]).n_unique()),
+            "seed": row.seed,
+            **work.description,
+        },
         "ddflow": {
             "first_result_s": round(first, 3),
             "rss_before_flow_mb": partial["rss_before_flow_mb"],
@@ -378,10 +409,10 @@ def measure_row(row: Row, scale: float, updates: int, prioritized: bool) -> dict
         "check": check,
         "ratios": {
             "update_speedup_vs_networkx": round(nx_sum["median_ms"] / upd["all"]["median_ms"], 1),
-            "update_speedup_vs_networkx_algorithm_only":
-                round(nx_solve["median_ms"] / upd["all"]["median_ms"], 2),
-            "first_result_over_networkx_recompute":
-                round(first * 1e3 / nx_sum["median_ms"], 2),
+            "update_speedup_vs_networkx_algorithm_only": round(
+                nx_solve["median_ms"] / upd["all"]["median_ms"], 2
+            ),
+            "first_result_over_networkx_recompute": round(first * 1e3 / nx_sum["median_ms"], 2),
         },
         "paper": asdict(row.paper),
         "vs_paper": vs_paper(row.paper, first, footprint, upd["all"]["median_ms"]),
@@ -405,8 +436,7 @@ def _rss_mb(pid: int) -> float | None:
     return None
 
 
-def _watch(proc: subprocess.Popen[bytes], budget_s: float, max_rss_mb: float
-           ) -> tuple[str, float]:
+def _watch(proc: subprocess.Popen[bytes], budget_s: float, max_rss_mb: float) -> tuple[str, float]:
     """Wait for ``proc``, killing it when it runs over ``budget_s`` seconds or
     ``max_rss_mb``: ``done``, ``timeout`` or ``memory``, and the highest RSS seen (MB)."""
     start = time.monotonic()
@@ -440,7 +470,7 @@ def _progress_of(stderr: str) -> tuple[dict[str, Any], list[str]]:
     other: list[str] = []
     for line in stderr.splitlines():
         if line.startswith(PROGRESS):
-            partial.update(json.loads(line[len(PROGRESS):]))
+            partial.update(json.loads(line[len(PROGRESS) :]))
         else:
             other.append(line)
     return partial, other
@@ -455,12 +485,21 @@ def child_env() -> dict[str, str]:
     return env
 
 
-def run_row(name: str, scale: float, budget_s: float, max_rss_mb: float,
-            updates: int, prioritized: bool) -> dict[str, Any]:
+def run_row(
+    name: str, scale: float, budget_s: float, max_rss_mb: float, updates: int, prioritized: bool
+) -> dict[str, Any]:
     """Run row ``name`` in a fresh subprocess and return its JSON, or what is known of it when
     it fails, runs over budget or over memory."""
-    cmd = [sys.executable, "-m", "benchmarks.table2", name, "--updates", str(updates),
-           "--scale", repr(scale)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "benchmarks.table2",
+        name,
+        "--updates",
+        str(updates),
+        "--scale",
+        repr(scale),
+    ]
     if not prioritized:
         cmd.append("--unprioritized")
     t0 = time.perf_counter()
@@ -500,8 +539,7 @@ def run(quick: bool = False) -> dict[str, Any]:
     updates = int(os.environ.get("TABLE2_UPDATES", 6 if quick else 10))
     scale = float(os.environ.get("TABLE2_SCALE", QUICK_SCALE if quick else 1.0))
     prioritized = os.environ.get("TABLE2_CC_PRIORITIZED", "1") != "0"
-    rows = [run_row(n, scale, budget, max_rss_mb, updates, prioritized)
-            for n in selected_rows()]
+    rows = [run_row(n, scale, budget, max_rss_mb, updates, prioritized) for n in selected_rows()]
     return {
         "benchmark": "table2",
         "machine": machine(),
@@ -517,22 +555,34 @@ def run(quick: bool = False) -> dict[str, Any]:
             "per epoch; networkx_recompute builds the graph from the edge list and runs the "
             "algorithm on the final graph; networkx_algorithm_only is the algorithm alone",
             "timings are from a shared 2-core machine and are noisy",
-        ] + ([f"sizes are {scale} of the paper's, so vs_paper ratios are not "
-              "comparable"] if scale != 1.0 else []),
+        ]
+        + (
+            [f"sizes are {scale} of the paper's, so vs_paper ratios are not comparable"]
+            if scale != 1.0
+            else []
+        ),
         "rows": rows,
     }
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.table2",
-                                     description="measure one row of Table 2 in-process")
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.table2", description="measure one row of Table 2 in-process"
+    )
     parser.add_argument("row", choices=sorted(ROWS))
     parser.add_argument("--quick", action="store_true", help="sizes 1/100 of the paper's")
-    parser.add_argument("--scale", type=float, default=None,
-                        help="sizes this fraction of the paper's (overrides --quick)")
+    parser.add_argument(
+        "--scale",
+        type=float,
+        default=None,
+        help="sizes this fraction of the paper's (overrides --quick)",
+    )
     parser.add_argument("--updates", type=int, default=10)
-    parser.add_argument("--unprioritized", action="store_true",
-                        help="cc: plain iterate instead of the prioritized loop")
+    parser.add_argument(
+        "--unprioritized",
+        action="store_true",
+        help="cc: plain iterate instead of the prioritized loop",
+    )
     args = parser.parse_args(argv)
     scale = args.scale if args.scale is not None else (QUICK_SCALE if args.quick else 1.0)
     result = measure_row(ROWS[args.row], scale, args.updates, not args.unprioritized)

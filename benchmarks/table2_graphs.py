@@ -24,19 +24,22 @@ def _distinct_edges(src: np.ndarray, dst: np.ndarray) -> pl.DataFrame:
     return frame.filter(pl.col("src") != pl.col("dst")).unique(maintain_order=True)
 
 
-def _with_weights(edges: pl.DataFrame, weights: tuple[int, int] | None,
-                  rng: np.random.Generator) -> pl.DataFrame:
+def _with_weights(
+    edges: pl.DataFrame, weights: tuple[int, int] | None, rng: np.random.Generator
+) -> pl.DataFrame:
     """``edges`` with a ``weight`` column uniform in ``weights = (lo, hi)`` (inclusive), or
     unchanged when ``weights`` is None."""
     if weights is None:
         return edges
     lo, hi = weights
-    return edges.with_columns(weight=pl.Series(rng.integers(lo, hi + 1, edges.height,
-                                                            dtype=np.int64)))
+    return edges.with_columns(
+        weight=pl.Series(rng.integers(lo, hi + 1, edges.height, dtype=np.int64))
+    )
 
 
-def random_digraph(nodes: int, edges: int, seed: int,
-                   weights: tuple[int, int] | None = None) -> pl.DataFrame:
+def random_digraph(
+    nodes: int, edges: int, seed: int, weights: tuple[int, int] | None = None
+) -> pl.DataFrame:
     """``edges`` distinct directed edges drawn uniformly among the ``nodes * (nodes - 1)``
     ordered pairs of distinct nodes ``0 .. nodes - 1`` (the G(n, m) model, directed).
 
@@ -53,8 +56,9 @@ def random_digraph(nodes: int, edges: int, seed: int,
     return _with_weights(frame.head(edges), weights, rng)
 
 
-def _capped_pareto(rng: np.random.Generator, nodes: int, exponent: float, draws: int,
-                   max_expected: float) -> np.ndarray:
+def _capped_pareto(
+    rng: np.random.Generator, nodes: int, exponent: float, draws: int, max_expected: float
+) -> np.ndarray:
     """Probabilities proportional to Pareto weights of tail ``exponent`` (a power-law degree
     distribution ``P(d) ~ d**-exponent``), clipped so that no node expects more than
     ``max_expected`` of ``draws`` draws (without the cap, a tail this heavy gives one hub that
@@ -69,8 +73,13 @@ def _capped_pareto(rng: np.random.Generator, nodes: int, exponent: float, draws:
     return probabilities
 
 
-def amazon_like(nodes: int = AMAZON_NODES, edges: int = AMAZON_EDGES, seed: int = 3,
-                exponent: float = 2.3, max_in_degree: int = 2_500) -> pl.DataFrame:
+def amazon_like(
+    nodes: int = AMAZON_NODES,
+    edges: int = AMAZON_EDGES,
+    seed: int = 3,
+    exponent: float = 2.3,
+    max_in_degree: int = 2_500,
+) -> pl.DataFrame:
     """A connected, heavy-tailed directed graph of the size of amazon0601.
 
     * a random recursive tree (node ``v`` points to a uniformly chosen earlier node) makes the
@@ -97,8 +106,9 @@ def amazon_like(nodes: int = AMAZON_NODES, edges: int = AMAZON_EDGES, seed: int 
         frame = pl.concat([frame, _distinct_edges(src, dst)]).unique(maintain_order=True)
     perm = rng.permutation(nodes).astype(np.int64)
     frame = frame.head(edges)
-    return pl.DataFrame({"src": perm[frame["src"].to_numpy()],
-                         "dst": perm[frame["dst"].to_numpy()]})
+    return pl.DataFrame(
+        {"src": perm[frame["src"].to_numpy()], "dst": perm[frame["dst"].to_numpy()]}
+    )
 
 
 @dataclass(frozen=True)
@@ -113,8 +123,9 @@ def _has_edge(live: pl.DataFrame, src: int, dst: int) -> bool:
     return live.filter((pl.col("src") == src) & (pl.col("dst") == dst)).height > 0
 
 
-def _new_edge(live: pl.DataFrame, nodes: int, rng: np.random.Generator,
-              weights: tuple[int, int] | None) -> pl.DataFrame:
+def _new_edge(
+    live: pl.DataFrame, nodes: int, rng: np.random.Generator, weights: tuple[int, int] | None
+) -> pl.DataFrame:
     """A one-row frame holding an edge between distinct nodes of ``0 .. nodes - 1`` that is not
     in ``live`` (with a weight drawn from ``weights`` if given)."""
     while True:
@@ -125,9 +136,9 @@ def _new_edge(live: pl.DataFrame, nodes: int, rng: np.random.Generator,
     return _with_weights(row, weights, rng)
 
 
-def single_edge_changes(live: pl.DataFrame, nodes: int, count: int, seed: int,
-                        weights: tuple[int, int] | None = None
-                        ) -> Iterator[tuple[EdgeChange, pl.DataFrame]]:
+def single_edge_changes(
+    live: pl.DataFrame, nodes: int, count: int, seed: int, weights: tuple[int, int] | None = None
+) -> Iterator[tuple[EdgeChange, pl.DataFrame]]:
     """``count`` single-edge changes, alternating removal of a uniformly chosen live edge and
     insertion of a new uniformly chosen edge (so the size stays put), each yielded with the
     live edge set after it. Each change is drawn against the graph as the previous ones left
@@ -137,7 +148,7 @@ def single_edge_changes(live: pl.DataFrame, nodes: int, count: int, seed: int,
         if k % 2 == 0:
             i = int(rng.integers(0, live.height))
             change = EdgeChange("removal", live[i])
-            live = pl.concat([live[:i], live[i + 1:]])
+            live = pl.concat([live[:i], live[i + 1 :]])
         else:
             change = EdgeChange("insertion", _new_edge(live, nodes, rng, weights))
             live = pl.concat([live, change.edge])

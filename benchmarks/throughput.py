@@ -90,29 +90,35 @@ def make_stream(n_updates: int, n_customers: int, seed: int) -> Stream:
     inserted_at = np.flatnonzero(sign > 0)
     deleted_at = np.full(next_order, n_updates, dtype=np.int64)
     deleted_at[target[sign < 0]] = np.flatnonzero(sign < 0)
-    orders = pl.DataFrame({
-        "order": np.arange(next_order, dtype=np.int64),
-        "customer": rng.integers(0, n_customers, next_order, dtype=np.int64),
-        "amount": rng.integers(1, 1000, next_order, dtype=np.int64),
-    })
+    orders = pl.DataFrame(
+        {
+            "order": np.arange(next_order, dtype=np.int64),
+            "customer": rng.integers(0, n_customers, next_order, dtype=np.int64),
+            "amount": rng.integers(1, 1000, next_order, dtype=np.int64),
+        }
+    )
     return Stream(orders, target, sign, inserted_at, deleted_at)
 
 
 def make_customers(n_customers: int, seed: int) -> pl.DataFrame:
     """``n_customers`` customers, each in one of ``N_REGIONS`` regions."""
     rng = np.random.default_rng(seed)
-    return pl.DataFrame({
-        "customer": np.arange(n_customers, dtype=np.int64),
-        "region": rng.integers(0, N_REGIONS, n_customers, dtype=np.int64),
-    })
+    return pl.DataFrame(
+        {
+            "customer": np.arange(n_customers, dtype=np.int64),
+            "region": rng.integers(0, N_REGIONS, n_customers, dtype=np.int64),
+        }
+    )
 
 
 def recompute(orders: pl.DataFrame, customers: pl.DataFrame) -> pl.DataFrame:
     """The per-region order count and amount sum, from scratch with Polars."""
-    return (orders.join(customers, on="customer")
-            .group_by("region").agg(pl.len().cast(pl.Int64).alias("orders"),
-                                    pl.col("amount").sum())
-            .sort("region"))
+    return (
+        orders.join(customers, on="customer")
+        .group_by("region")
+        .agg(pl.len().cast(pl.Int64).alias("orders"), pl.col("amount").sum())
+        .sort("region")
+    )
 
 
 def build_flow() -> tuple[dd.Dataflow, dd.InputCollection, dd.InputCollection, dd.Output]:
@@ -125,8 +131,9 @@ def build_flow() -> tuple[dd.Dataflow, dd.InputCollection, dd.InputCollection, d
     return flow, orders, customers, out
 
 
-def apply_batch(flow: dd.Dataflow, orders: dd.InputCollection, gone: pl.DataFrame,
-                new: pl.DataFrame) -> float:
+def apply_batch(
+    flow: dd.Dataflow, orders: dd.InputCollection, gone: pl.DataFrame, new: pl.DataFrame
+) -> float:
     """Apply one batch as one epoch and run it to completion: the seconds it took."""
     t0 = time.perf_counter()
     # insertions first: an order inserted and deleted within one batch is then present when
@@ -147,8 +154,9 @@ def sampled_batches(n_batches: int, samples: int) -> set[int]:
     return {n_batches - 1 - k * n_batches // samples for k in range(samples)}
 
 
-def time_recompute(stream: Stream, customers: pl.DataFrame,
-                   position: int) -> tuple[float, pl.DataFrame]:
+def time_recompute(
+    stream: Stream, customers: pl.DataFrame, position: int
+) -> tuple[float, pl.DataFrame]:
     """Polars' recompute of the result on the orders live at ``position``: the seconds it took
     (the live table is materialised outside the timing) and the result."""
     live = stream.live(position)
@@ -162,8 +170,7 @@ def current(out: dd.Output) -> pl.DataFrame:
     return out.snapshot_polars().drop("count").sort("region")
 
 
-def measure(stream: Stream, customers: pl.DataFrame, batch: int,
-            samples: int) -> dict[str, Any]:
+def measure(stream: Stream, customers: pl.DataFrame, batch: int, samples: int) -> dict[str, Any]:
     """Feed the whole stream in batches of ``batch`` updates to a fresh flow, timing each
     epoch, with Polars recomputes timed after the sampled batches."""
     flow, orders, cust, out = build_flow()
@@ -218,8 +225,8 @@ def run(quick: bool = False) -> dict[str, Any]:
         "customers": n_customers,
         "regions": N_REGIONS,
         "polars_baseline": "join + group-by recomputed from scratch on the live orders after "
-                           "a few sampled batches (query time only), extrapolated to one "
-                           "recompute per batch: updates/s = batch / mean recompute time",
+        "a few sampled batches (query time only), extrapolated to one "
+        "recompute per batch: updates/s = batch / mean recompute time",
         "batches": rows,
         "peak_rss_mb": peak_rss_mb(),
     }

@@ -28,15 +28,19 @@ from benchmarks.common import machine, peak_rss_mb, summary, timed
 def _data(n: int, seed: int) -> tuple[pl.DataFrame, pl.DataFrame]:
     rng = np.random.default_rng(seed)
     n_customers = max(n // 10, 1)
-    orders = pl.DataFrame({
-        "order": np.arange(n, dtype=np.int64),
-        "customer": rng.integers(0, n_customers, n, dtype=np.int64),
-        "amount": rng.integers(1, 1000, n, dtype=np.int64),
-    })
-    customers = pl.DataFrame({
-        "customer": np.arange(n_customers, dtype=np.int64),
-        "region": rng.integers(0, 100, n_customers, dtype=np.int64),
-    })
+    orders = pl.DataFrame(
+        {
+            "order": np.arange(n, dtype=np.int64),
+            "customer": rng.integers(0, n_customers, n, dtype=np.int64),
+            "amount": rng.integers(1, 1000, n, dtype=np.int64),
+        }
+    )
+    customers = pl.DataFrame(
+        {
+            "customer": np.arange(n_customers, dtype=np.int64),
+            "region": rng.integers(0, 100, n_customers, dtype=np.int64),
+        }
+    )
     return orders, customers
 
 
@@ -45,8 +49,11 @@ class ResultMismatch(AssertionError):
 
 
 def _recompute(orders: pl.DataFrame, customers: pl.DataFrame) -> pl.DataFrame:
-    return (orders.join(customers, on="customer")
-            .group_by("region").agg(pl.len().alias("orders"), pl.col("amount").sum()))
+    return (
+        orders.join(customers, on="customer")
+        .group_by("region")
+        .agg(pl.len().alias("orders"), pl.col("amount").sum())
+    )
 
 
 def check_result(out: dd.Output, orders: pl.DataFrame, customers: pl.DataFrame) -> None:
@@ -54,18 +61,24 @@ def check_result(out: dd.Output, orders: pl.DataFrame, customers: pl.DataFrame) 
     join and group-by recomputed from scratch on ``orders`` and ``customers``."""
     got = out.snapshot_polars()
     if got.height and got["count"].to_list() != [1] * got.height:
-        raise ResultMismatch("rows held more or less than once: "
-                             f"{got.filter(pl.col('count') != 1)}")
+        raise ResultMismatch(
+            f"rows held more or less than once: {got.filter(pl.col('count') != 1)}"
+        )
     want = _recompute(orders, customers).select(
-        "region", pl.col("orders").cast(pl.Int64), pl.col("amount").cast(pl.Int64))
+        "region", pl.col("orders").cast(pl.Int64), pl.col("amount").cast(pl.Int64)
+    )
     try:
         assert_frame_equal(got.drop("count").sort("region"), want.sort("region"))
     except AssertionError as e:
         raise ResultMismatch(f"ddflow and the Polars recomputation disagree: {e}") from None
 
 
-def _update(flow: dd.Dataflow, o: dd.InputCollection, victim: tuple[int, int, int],
-            new: tuple[int, int, int]) -> None:
+def _update(
+    flow: dd.Dataflow,
+    o: dd.InputCollection,
+    victim: tuple[int, int, int],
+    new: tuple[int, int, int],
+) -> None:
     """One update: an order removed, another inserted, as one epoch, run to completion."""
     o.remove([victim])
     o.insert([new])
@@ -103,10 +116,12 @@ def measure(n: int, updates: int, seed: int = 1, baseline_runs: int = 3) -> dict
         lat.append(timed(partial(_update, flow, o, victim, new)))
     if not probe.done(flow.epoch - 1):
         raise ResultMismatch(f"the join's probe is not done through epoch {flow.epoch - 1}")
-    final = pl.concat([
-        orders.filter(~pl.col("order").is_in(victims.tolist())),
-        pl.DataFrame(inserted, schema=orders.schema, orient="row"),
-    ])
+    final = pl.concat(
+        [
+            orders.filter(~pl.col("order").is_in(victims.tolist())),
+            pl.DataFrame(inserted, schema=orders.schema, orient="row"),
+        ]
+    )
     base = []
     for _ in range(baseline_runs):
         base.append(timed(partial(_recompute, final, customers)))
@@ -121,7 +136,8 @@ def measure(n: int, updates: int, seed: int = 1, baseline_runs: int = 3) -> dict
         "result_checked": True,
     }
     result["speedup_vs_recompute"] = round(
-        result["recompute_polars"]["median_ms"] / result["ddflow_update"]["median_ms"], 2)
+        result["recompute_polars"]["median_ms"] / result["ddflow_update"]["median_ms"], 2
+    )
     return result
 
 
@@ -134,5 +150,9 @@ def run(quick: bool = False) -> dict[str, Any]:
     first = rows[0]["ddflow_update"]["median_ms"]
     for r in rows:
         r["latency_ratio_vs_smallest"] = round(r["ddflow_update"]["median_ms"] / first, 2)
-    return {"benchmark": "updates", "machine": machine(), "sizes": rows,
-            "result_checked": all(r["result_checked"] for r in rows)}
+    return {
+        "benchmark": "updates",
+        "machine": machine(),
+        "sizes": rows,
+        "result_checked": all(r["result_checked"] for r in rows),
+    }

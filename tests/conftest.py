@@ -35,8 +35,10 @@ def spark_missing() -> str | None:
     try:
         import pyspark  # noqa: F401
     except ImportError as e:
-        return (f"pyspark is not installed or cannot be imported ({e}); install it with "
-                "pip install 'pyspark>=4,<5'")
+        return (
+            f"pyspark is not installed or cannot be imported ({e}); install it with "
+            "pip install 'pyspark>=4,<5'"
+        )
     from ddflow.kernels.spark import SparkUnavailableError, require_java
 
     try:

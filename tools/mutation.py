@@ -51,8 +51,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 REPORT_DIR = REPO / "tools" / "mutation-report"
 PLUGIN = REPO / "tools" / "mutation_hypothesis.py"
-PYTEST_ARGS = ["-k", "not spark", "-x", "-q", "-p", "no:cacheprovider",
-               "-p", PLUGIN.stem]
+PYTEST_ARGS = ["-k", "not spark", "-x", "-q", "-p", "no:cacheprovider", "-p", PLUGIN.stem]
 #: What the fork server imports before forking a process per mutant: no module that starts
 #: threads (Polars and pyarrow start thread pools on import, and a process forked from one that
 #: has them waits forever for workers it does not have), so ddflow is imported per mutant.
@@ -89,27 +88,45 @@ class Target:
         return self.path.removeprefix("src/").removesuffix(".py").replace("/", ".")
 
 
-_REDUCE_TESTS = ("tests/unit/test_reduce_*.py", "tests/unit/test_interesting_times.py",
-                 "tests/unit/test_minmax_skip.py", "tests/semantics/test_reduce.py")
+_REDUCE_TESTS = (
+    "tests/unit/test_reduce_*.py",
+    "tests/unit/test_interesting_times.py",
+    "tests/unit/test_minmax_skip.py",
+    "tests/semantics/test_reduce.py",
+)
 
 #: Smallest first: the order in which a run without arguments takes them.
 TARGETS = [
-    Target("lattice", "src/ddflow/lattice.py",
-           ("tests/unit/test_lattice.py", "tests/property/test_time_properties.py"),
-           polars=False),
-    Target("frontier", "src/ddflow/frontier.py", ("tests/unit/test_frontier.py",),
-           polars=False),
-    Target("trace", "src/ddflow/trace.py",
-           ("tests/unit/test_trace.py", "tests/semantics/test_compaction.py")),
-    Target("progress", "src/ddflow/progress.py", ("tests/unit/test_progress.py",),
-           polars=False),
+    Target(
+        "lattice",
+        "src/ddflow/lattice.py",
+        ("tests/unit/test_lattice.py", "tests/property/test_time_properties.py"),
+        polars=False,
+    ),
+    Target("frontier", "src/ddflow/frontier.py", ("tests/unit/test_frontier.py",), polars=False),
+    Target(
+        "trace",
+        "src/ddflow/trace.py",
+        ("tests/unit/test_trace.py", "tests/semantics/test_compaction.py"),
+    ),
+    Target("progress", "src/ddflow/progress.py", ("tests/unit/test_progress.py",), polars=False),
     Target("reduce", "src/ddflow/operators/reduce.py", _REDUCE_TESTS),
-    Target("expr_compile", "src/ddflow/expr_compile.py",
-           ("tests/unit/test_expr.py", "tests/semantics/test_linear.py",
-            "tests/testing/test_values.py")),
+    Target(
+        "expr_compile",
+        "src/ddflow/expr_compile.py",
+        (
+            "tests/unit/test_expr.py",
+            "tests/semantics/test_linear.py",
+            "tests/testing/test_values.py",
+        ),
+    ),
     Target("local_reduce", "src/ddflow/kernels/local_reduce.py", _REDUCE_TESTS),
-    Target("reference", "src/ddflow/testing/reference.py",
-           ("tests/semantics", "tests/testing"), default=False),
+    Target(
+        "reference",
+        "src/ddflow/testing/reference.py",
+        ("tests/semantics", "tests/testing"),
+        default=False,
+    ),
 ]
 
 
@@ -145,8 +162,9 @@ def prepare_workdir(target: Target, workdir: Path, tests: list[str], src_rev: st
     if src_rev is None:
         shutil.copytree(REPO / "src", workdir / "src", ignore=ignore)
     else:
-        archive = subprocess.run(["git", "archive", src_rev, "src"], cwd=REPO, check=True,
-                                 capture_output=True).stdout
+        archive = subprocess.run(
+            ["git", "archive", src_rev, "src"], cwd=REPO, check=True, capture_output=True
+        ).stdout
         subprocess.run(["tar", "-x", "-C", str(workdir)], input=archive, check=True)
     shutil.copytree(REPO / "tests", workdir / "tests", ignore=ignore)
     shutil.copy2(PLUGIN, workdir / PLUGIN.name)
@@ -162,7 +180,7 @@ markers = {_toml_list(markers)}
 source_paths = ["src"]
 only_mutate = {_toml_list([target.path])}
 also_copy = {_toml_list([PLUGIN.name])}
-process_isolation = "{'forkserver' if target.polars else 'fork'}"
+process_isolation = "{"forkserver" if target.polars else "fork"}"
 forkserver_warmup = "import"
 preload_modules_file = "preload.txt"
 pytest_add_cli_args = {_toml_list(PYTEST_ARGS)}
@@ -174,8 +192,13 @@ use_git_change_detection = false
 def test_env() -> dict[str, str]:
     env = dict(os.environ)
     # One core: the machine is shared, and the mutants run one at a time anyway.
-    for var in ("POLARS_MAX_THREADS", "RAYON_NUM_THREADS", "OMP_NUM_THREADS",
-                "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    for var in (
+        "POLARS_MAX_THREADS",
+        "RAYON_NUM_THREADS",
+        "OMP_NUM_THREADS",
+        "OPENBLAS_NUM_THREADS",
+        "MKL_NUM_THREADS",
+    ):
         env[var] = "1"
     env["PYTHONHASHSEED"] = "0"
     return env
@@ -186,8 +209,14 @@ def run_mutmut(workdir: Path, patterns: list[str], time_limit: float | None) -> 
     mutmut = shutil.which("mutmut") or str(Path(sys.executable).with_name("mutmut"))
     command = ["nice", "-n", "10", mutmut, "run", "--max-children", "1", *patterns]
     with open(workdir / "mutmut.log", "w") as log:
-        process = subprocess.Popen(command, cwd=workdir, env=test_env(), stdout=log,
-                                   stderr=subprocess.STDOUT, start_new_session=True)
+        process = subprocess.Popen(
+            command,
+            cwd=workdir,
+            env=test_env(),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
         try:
             process.wait(timeout=time_limit)
         except subprocess.TimeoutExpired:
@@ -208,18 +237,29 @@ def run_mutmut(workdir: Path, patterns: list[str], time_limit: float | None) -> 
 def run_mutant(workdir: Path, key: str, tests: list[str], timeout: float) -> str:
     """The verdict of ``tests`` on one mutant, in a fresh process (no fork)."""
     env = test_env() | {"PYTHONPATH": "src:.", "MUTANT_UNDER_TEST": key}
-    command = ["nice", "-n", "10", sys.executable, "-m", "pytest", "--rootdir=.",
-               *PYTEST_ARGS, *tests]
+    command = [
+        "nice",
+        "-n",
+        "10",
+        sys.executable,
+        "-m",
+        "pytest",
+        "--rootdir=.",
+        *PYTEST_ARGS,
+        *tests,
+    ]
     try:
-        code = subprocess.run(command, cwd=workdir / "mutants", env=env, timeout=timeout,
-                              capture_output=True).returncode
+        code = subprocess.run(
+            command, cwd=workdir / "mutants", env=env, timeout=timeout, capture_output=True
+        ).returncode
     except subprocess.TimeoutExpired:
         return "timeout"
     return {0: "survived", 1: "killed", 5: "no tests"}.get(code, "suspicious")
 
 
-def recheck_timeouts(workdir: Path, tests: list[str], meta: dict[str, Any],
-                     statuses: dict[str, str]) -> list[str]:
+def recheck_timeouts(
+    workdir: Path, tests: list[str], meta: dict[str, Any], statuses: dict[str, str]
+) -> list[str]:
     """Run each timed-out mutant's tests again in a fresh process, and keep ``timeout`` only
     for the mutants that time out there too: a hang of a forked process (a thread pool it
     lost) is no verdict on the tests. Returns the mutants re-judged."""
@@ -291,8 +331,13 @@ def function_name(key: str) -> str:
     return f"{cls}.{name}"
 
 
-def collect(target: Target, workdir: Path, patterns: list[str], tests: list[str],
-            statuses: dict[str, str] | None = None) -> dict[str, object]:
+def collect(
+    target: Target,
+    workdir: Path,
+    patterns: list[str],
+    tests: list[str],
+    statuses: dict[str, str] | None = None,
+) -> dict[str, object]:
     """Statuses of the selected mutants (timeouts checked again; or ``statuses`` as given),
     and the survivors' diffs."""
     from mutmut.configuration import reset_config
@@ -302,9 +347,11 @@ def collect(target: Target, workdir: Path, patterns: list[str], tests: list[str]
     rechecked: list[str] = []
     if statuses is None:
         meta = json.loads((workdir / "mutants" / f"{target.path}.meta").read_text())
-        statuses = {key: status_by_exit_code[code]
-                    for key, code in meta["exit_code_by_key"].items()
-                    if not patterns or any(fnmatch.fnmatch(key, p) for p in patterns)}
+        statuses = {
+            key: status_by_exit_code[code]
+            for key, code in meta["exit_code_by_key"].items()
+            if not patterns or any(fnmatch.fnmatch(key, p) for p in patterns)
+        }
         rechecked = recheck_timeouts(workdir, tests, meta, statuses)
     source = (workdir / target.path).read_text()
     lines, spans = source.splitlines(), function_spans(source)
@@ -317,46 +364,79 @@ def collect(target: Target, workdir: Path, patterns: list[str], tests: list[str]
             diff = get_diff_for_mutant(key, path=Path(target.path))
             mangled = key.rpartition(".")[2].partition("__mutmut_")[0]
             span = spans.get(mangled, (1, len(lines)))
-            survivors.append({"mutant": key, "function": function_name(key),
-                              "status": statuses[key],
-                              "line": mutated_line(diff, lines, span), "diff": diff})
+            survivors.append(
+                {
+                    "mutant": key,
+                    "function": function_name(key),
+                    "status": statuses[key],
+                    "line": mutated_line(diff, lines, span),
+                    "diff": diff,
+                }
+            )
     finally:
         os.chdir(here)
         reset_config()
     return {"statuses": statuses, "survivors": survivors, "timeouts_rechecked": rechecked}
 
 
-def summarize(target: Target, statuses: dict[str, str], seconds: float,
-              partial: bool, tests: list[str]) -> dict[str, object]:
+def summarize(
+    target: Target, statuses: dict[str, str], seconds: float, partial: bool, tests: list[str]
+) -> dict[str, object]:
     counts = Counter(statuses.values())
     checked = len(statuses) - counts["not checked"]
     caught = counts["killed"] + counts["timeout"] + counts["caught by type check"]
     return {
-        "module": target.name, "path": target.path, "generated": len(statuses),
-        "killed": counts["killed"], "survived": counts["survived"],
-        "timeout": counts["timeout"], "no_tests": counts["no tests"],
+        "module": target.name,
+        "path": target.path,
+        "generated": len(statuses),
+        "killed": counts["killed"],
+        "survived": counts["survived"],
+        "timeout": counts["timeout"],
+        "no_tests": counts["no tests"],
         "other": checked - caught - counts["survived"] - counts["no tests"],
         "not_checked": counts["not checked"],
         "kill_rate": round(caught / checked, 4) if checked else None,
-        "seconds": round(seconds), "partial": partial, "tests": tests,
+        "seconds": round(seconds),
+        "partial": partial,
+        "tests": tests,
     }
 
 
-def write_report(summary: dict[str, object], result: dict[str, object],
-                 patterns: list[str]) -> Path:
+def write_report(
+    summary: dict[str, object], result: dict[str, object], patterns: list[str]
+) -> Path:
     name = str(summary["module"])
     REPORT_DIR.mkdir(parents=True, exist_ok=True)
-    (REPORT_DIR / f"{name}.json").write_text(json.dumps(
-        {"summary": summary, "patterns": patterns, **result}, indent=1, ensure_ascii=False))
+    (REPORT_DIR / f"{name}.json").write_text(
+        json.dumps(
+            {"summary": summary, "patterns": patterns, **result}, indent=1, ensure_ascii=False
+        )
+    )
     survivors = result["survivors"]
     assert isinstance(survivors, list)
-    out = [f"# Mutation testing of {summary['path']}", "",
-           "```json", json.dumps({k: v for k, v in summary.items() if k != "tests"}), "```", "",
-           "Tests: " + " ".join(f"`{t}`" for t in summary["tests"]),  # type: ignore[attr-defined]
-           "", f"## Surviving mutants ({len(survivors)})", ""]
+    out = [
+        f"# Mutation testing of {summary['path']}",
+        "",
+        "```json",
+        json.dumps({k: v for k, v in summary.items() if k != "tests"}),
+        "```",
+        "",
+        "Tests: " + " ".join(f"`{t}`" for t in summary["tests"]),  # type: ignore[attr-defined]
+        "",
+        f"## Surviving mutants ({len(survivors)})",
+        "",
+    ]
     for s in sorted(survivors, key=lambda s: (s["line"], s["mutant"])):
-        out += [f"### {summary['path']}:{s['line']} `{s['function']}` ({s['status']})", "",
-                f"`{s['mutant']}`", "", "```diff", s["diff"], "```", ""]
+        out += [
+            f"### {summary['path']}:{s['line']} `{s['function']}` ({s['status']})",
+            "",
+            f"`{s['mutant']}`",
+            "",
+            "```diff",
+            s["diff"],
+            "```",
+            "",
+        ]
     path = REPORT_DIR / f"{name}.md"
     path.write_text("\n".join(out))
     return path
@@ -364,16 +444,32 @@ def write_report(summary: dict[str, object], result: dict[str, object],
 
 def git_head() -> str | None:
     with contextlib.suppress(OSError, subprocess.CalledProcessError):
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, check=True,
-                              capture_output=True, text=True).stdout.strip()
+        return subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"],
+            cwd=REPO,
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
     return None
 
 
 def table(rows: list[dict[str, object]]) -> str:
-    columns = ["module", "generated", "killed", "survived", "timeout", "no_tests", "not_checked",
-               "kill_rate", "seconds"]
-    cells = [[str(r[c]) if c != "kill_rate" or r[c] is None else f"{r[c]:.1%}" for c in columns]
-             for r in rows]
+    columns = [
+        "module",
+        "generated",
+        "killed",
+        "survived",
+        "timeout",
+        "no_tests",
+        "not_checked",
+        "kill_rate",
+        "seconds",
+    ]
+    cells = [
+        [str(r[c]) if c != "kill_rate" or r[c] is None else f"{r[c]:.1%}" for c in columns]
+        for r in rows
+    ]
     widths = [max(len(c), *(len(row[i]) for row in cells)) for i, c in enumerate(columns)]
     lines = ["  ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True))]
     lines += ["  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)) for row in cells]
@@ -381,21 +477,42 @@ def table(rows: list[dict[str, object]]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("modules", nargs="*",
-                        help="module names or paths (default: all but reference)")
-    parser.add_argument("--functions", nargs="+", default=[], metavar="PATTERN",
-                        help="mutate only these functions: 'Class.method' or 'function' (globs)")
-    parser.add_argument("--time-limit", type=float, metavar="SECONDS",
-                        help="stop each module after this long and report what was checked")
-    parser.add_argument("--src-rev", metavar="REV",
-                        help="mutate src/ as committed in REV (e.g. HEAD), not the work tree")
-    parser.add_argument("--recheck", action="store_true",
-                        help="judge the last run's survivors again with the module's "
-                             "tests/unit/test_mutants_<module>.py as it is now")
-    parser.add_argument("--max-examples", type=int, default=20,
-                        help="cap on the examples of each Hypothesis test (default 20)")
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "modules", nargs="*", help="module names or paths (default: all but reference)"
+    )
+    parser.add_argument(
+        "--functions",
+        nargs="+",
+        default=[],
+        metavar="PATTERN",
+        help="mutate only these functions: 'Class.method' or 'function' (globs)",
+    )
+    parser.add_argument(
+        "--time-limit",
+        type=float,
+        metavar="SECONDS",
+        help="stop each module after this long and report what was checked",
+    )
+    parser.add_argument(
+        "--src-rev",
+        metavar="REV",
+        help="mutate src/ as committed in REV (e.g. HEAD), not the work tree",
+    )
+    parser.add_argument(
+        "--recheck",
+        action="store_true",
+        help="judge the last run's survivors again with the module's "
+        "tests/unit/test_mutants_<module>.py as it is now",
+    )
+    parser.add_argument(
+        "--max-examples",
+        type=int,
+        default=20,
+        help="cap on the examples of each Hypothesis test (default 20)",
+    )
     args = parser.parse_args(argv)
 
     targets = [find_target(m) for m in args.modules] or [t for t in TARGETS if t.default]
@@ -421,10 +538,15 @@ def main(argv: list[str] | None = None) -> int:
         summary = summarize(target, statuses, seconds, partial, tests)
         rechecked = result["timeouts_rechecked"]
         assert isinstance(rechecked, list)
-        summary |= {"recheck": args.recheck, "timeouts_rechecked": len(rechecked),
-                    "functions": args.functions, "max_examples": args.max_examples,
-                    "src": args.src_rev or "work tree", "commit": git_head(),
-                    "date": datetime.now(UTC).isoformat(timespec="seconds")}
+        summary |= {
+            "recheck": args.recheck,
+            "timeouts_rechecked": len(rechecked),
+            "functions": args.functions,
+            "max_examples": args.max_examples,
+            "src": args.src_rev or "work tree",
+            "commit": git_head(),
+            "date": datetime.now(UTC).isoformat(timespec="seconds"),
+        }
         report = write_report(summary, result, patterns)
         line = json.dumps(summary, ensure_ascii=False)
         print(line, flush=True)

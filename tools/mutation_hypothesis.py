@@ -39,4 +39,5 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         if own is None or not getattr(function, "is_hypothesis_test", False):
             continue
         function._hypothesis_internal_use_settings = settings(  # type: ignore[union-attr]
-            own, max_examples=min(own.max_examples, MAX_EXAMPLES), **_OVERRIDES)
+            own, max_examples=min(own.max_examples, MAX_EXAMPLES), **_OVERRIDES
+        )

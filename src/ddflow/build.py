@@ -138,8 +138,7 @@ class _Builder:
         if fused is not None:
             tt = fused.inputs[0][0].scope.time_type
             sources = [self._port(n.id) for n, _ in fused.inputs]
-            op = Linear(fused.name, [tt] * len(sources), tt, [fn for _, fn in fused.inputs],
-                        self.k)
+            op = Linear(fused.name, [tt] * len(sources), tt, [fn for _, fn in fused.inputs], self.k)
             self.worker.add(op)
             for i, (src, port) in enumerate(sources):
                 self.worker.connect(src, port, op, i)
@@ -157,16 +156,23 @@ class _Builder:
             if chain is None:
                 self.fused[node.id] = _Fused(((src, fn),), name)
             else:  # (a chain: one function)
-                self.fused[node.id] = _Fused(((source, _then(first, fn, self.k)),),
-                                             f"{chain}+{name}")
+                self.fused[node.id] = _Fused(
+                    ((source, _then(first, fn, self.k)),), f"{chain}+{name}"
+                )
             return
         self._add(Linear(name or node.op, [tt], tt, [fn], self.k), node, node.inputs)
 
     def _empty(self, node: Node) -> Any:
         return self.k.empty(node.schema.polars_schema(), node.scope.time_type)
 
-    def _arrangement(self, node: Node, keys: tuple[str, ...], prepare: Any = None,
-                     sums: tuple[str, ...] = (DIFF,), empty: Any = None) -> ArrangeOp:
+    def _arrangement(
+        self,
+        node: Node,
+        keys: tuple[str, ...],
+        prepare: Any = None,
+        sums: tuple[str, ...] = (DIFF,),
+        empty: Any = None,
+    ) -> ArrangeOp:
         """An arrangement of ``node`` by ``keys``: shared if ``node`` is such an arrangement."""
         if prepare is None and node.op == "arrange" and tuple(node.params["keys"]) == keys:
             return self.arranged[node.id]
@@ -175,22 +181,34 @@ class _Builder:
         self._add_reading(op, sources, name)
         return op
 
-    def _arranger(self, node: Node, keys: tuple[str, ...], prepare: Any = None,
-                  sums: tuple[str, ...] = (DIFF,), empty: Any = None
-                  ) -> tuple[Arranger, list[tuple[Operator, int]], str | None]:
+    def _arranger(
+        self,
+        node: Node,
+        keys: tuple[str, ...],
+        prepare: Any = None,
+        sums: tuple[str, ...] = (DIFF,),
+        empty: Any = None,
+    ) -> tuple[Arranger, list[tuple[Operator, int]], str | None]:
         """A new arrangement of ``node`` by ``keys``, for an operator to keep: the
         :class:`Arranger`, the ports its operator's inputs read, and the name of the fused
         node it takes up (None: none; see the module)."""
         fused = self.fused.pop(node.id, None)  # (its inputs taken on ports of the arrangement)
         inputs = ((node, None),) if fused is None else fused.inputs
         sources = [self._port(n.id) for n, _ in inputs]
-        arranger = Arranger(node.scope.time_type, self.k, keys,
-                            self._empty(node) if empty is None else empty, prepare=prepare,
-                            sums=sums, fns=[fn for _, fn in inputs])
+        arranger = Arranger(
+            node.scope.time_type,
+            self.k,
+            keys,
+            self._empty(node) if empty is None else empty,
+            prepare=prepare,
+            sums=sums,
+            fns=[fn for _, fn in inputs],
+        )
         return arranger, sources, None if fused is None else fused.name
 
-    def _add_reading(self, op: Operator, sources: list[tuple[Operator, int]],
-                     fused: str | None) -> None:
+    def _add_reading(
+        self, op: Operator, sources: list[tuple[Operator, int]], fused: str | None
+    ) -> None:
         """Add ``op``, its inputs reading ``sources`` (named after the node it takes up)."""
         if fused is not None:
             op.kind = op.name
@@ -274,8 +292,11 @@ class _Builder:
                 names.append(chain or "-")
             self.fused[node.id] = _Fused(tuple(inputs), f"concat({', '.join(names)})")
             return
-        self._add(Linear("concat", [tt] * len(node.inputs), tt, [None] * len(node.inputs), self.k),
-                  node, node.inputs)
+        self._add(
+            Linear("concat", [tt] * len(node.inputs), tt, [None] * len(node.inputs), self.k),
+            node,
+            node.inputs,
+        )
 
     def _op_port(self, node: Node) -> None:
         (vertex,) = node.inputs
@@ -300,8 +321,15 @@ class _Builder:
         def time_fn(t: tuple[int, ...]) -> tuple[int, ...]:
             return t + (0,) * extra
 
-        op = Linear("enter", [outer], inner,
-                    [lambda b: k.enter(b, outer, inner, compiled)], self.k, time_fn, summary)
+        op = Linear(
+            "enter",
+            [outer],
+            inner,
+            [lambda b: k.enter(b, outer, inner, compiled)],
+            self.k,
+            time_fn,
+            summary,
+        )
         self._add(op, node, node.inputs)
 
     def _op_variable(self, node: Node) -> None:
@@ -321,8 +349,15 @@ class _Builder:
     def _op_feedback(self, node: Node) -> None:
         tt = node.scope.time_type
         # port 0: the body's result; port 1: the entered source, subtracted
-        op = ConsolidateOp("feedback", tt, self.k, 2, negate=(1,), increment=True,
-                           limit=node.params["max_iterations"])
+        op = ConsolidateOp(
+            "feedback",
+            tt,
+            self.k,
+            2,
+            negate=(1,),
+            increment=True,
+            limit=node.params["max_iterations"],
+        )
         self._add(op, None, node.inputs)
         var_op, _ = self.ports[node.params["variable"].id]
         self.worker.connect(op, 0, var_op, 1)
@@ -335,8 +370,15 @@ class _Builder:
         def time_fn(t: tuple[int, ...]) -> tuple[int, ...]:
             return t[: outer.width]
 
-        op = Linear("leave", [inner], outer, [lambda b: k.leave(b, inner, outer)], self.k,
-                    time_fn, Summary.leave(inner))
+        op = Linear(
+            "leave",
+            [inner],
+            outer,
+            [lambda b: k.leave(b, inner, outer)],
+            self.k,
+            time_fn,
+            Summary.leave(inner),
+        )
         self._add(op, node, node.inputs)
 
     # ------------------------------------------------------------------ stateful
@@ -370,9 +412,9 @@ class _Builder:
             return k.reduce_prepare(spec, b, tt)
 
         # (the input's arrangement, kept by the reduce: no other operator reads it)
-        arranger, sources, name = self._arranger(src, spec.keys, prepare=prepare,
-                                                 sums=(DIFF, *spec.weights),
-                                                 empty=self._empty(src))
+        arranger, sources, name = self._arranger(
+            src, spec.keys, prepare=prepare, sums=(DIFF, *spec.weights), empty=self._empty(src)
+        )
         op = ReduceOp(tt, k, arranger, spec, self._empty(node))
         self._add_reading(op, sources, name)
         self.ports[node.id] = (op, 0)
@@ -381,6 +423,12 @@ class _Builder:
 def _spec(node: Node) -> ReduceSpec:
     p = node.params
     out_types = {n: dt.polars for n, dt in node.schema.items()}
-    return ReduceSpec.of(p["kind"], p["keys"], aggs=p.get("aggs", ()), fn=p.get("fn"),
-                         values=p.get("values", ()), outputs=p.get("outputs", ()),
-                         out_types=out_types)
+    return ReduceSpec.of(
+        p["kind"],
+        p["keys"],
+        aggs=p.get("aggs", ()),
+        fn=p.get("fn"),
+        values=p.get("values", ()),
+        outputs=p.get("outputs", ()),
+        out_types=out_types,
+    )

@@ -15,8 +15,14 @@ from collections.abc import Sequence
 __all__ = ["main"]
 
 
-def demo(epochs: int = 8, nodes: int = 2_000, edges: int = 6_000, batch: int = 5, seed: int = 7,
-         out: object = sys.stdout) -> None:
+def demo(
+    epochs: int = 8,
+    nodes: int = 2_000,
+    edges: int = 6_000,
+    batch: int = 5,
+    seed: int = 7,
+    out: object = sys.stdout,
+) -> None:
     """A social graph changing over time: follower counts per user and the users who follow
     someone back, maintained incrementally; then connected components when available."""
     import ddflow as dd
@@ -47,8 +53,10 @@ def demo(epochs: int = 8, nodes: int = 2_000, edges: int = 6_000, batch: int = 5
         )
 
     live: list[tuple[int, int]] = []
-    say(f"ddflow demo: {nodes} users, {edges} follow edges, then {epochs - 1} epochs of "
-        f"{batch} insertions and {batch} deletions (embedded runtime)")
+    say(
+        f"ddflow demo: {nodes} users, {edges} follow edges, then {epochs - 1} epochs of "
+        f"{batch} insertions and {batch} deletions (embedded runtime)"
+    )
     for epoch in range(epochs):
         if epoch == 0:
             new = [(rng.randrange(nodes), rng.randrange(nodes)) for _ in range(edges)]
@@ -68,8 +76,10 @@ def demo(epochs: int = 8, nodes: int = 2_000, edges: int = 6_000, batch: int = 5
         changes = changes[changes["time"] == epoch]
         mutual_now = mutual_count.snapshot()
         users = int(mutual_now["users"].iloc[0]) if len(mutual_now) else 0
-        line = (f"epoch {epoch}: {ms:8.1f} ms   users with >= 8 followers changed by "
-                f"{len(changes):3d} rows   users following someone back: {users}")
+        line = (
+            f"epoch {epoch}: {ms:8.1f} ms   users with >= 8 followers changed by "
+            f"{len(changes):3d} rows   users following someone back: {users}"
+        )
         if components is not None:
             snap = components.snapshot()
             line += f"   components: {int((snap['components'] * 1).sum())}"

@@ -133,8 +133,14 @@ class Collection:
     def __repr__(self) -> str:
         return f"Collection({self._node.op}, {dict(self.schema)!r})"
 
-    def _add(self, op: str, inputs: Sequence[Collection], schema: Schema,
-             site: CallSite | None, **params: Any) -> Collection:
+    def _add(
+        self,
+        op: str,
+        inputs: Sequence[Collection],
+        schema: Schema,
+        site: CallSite | None,
+        **params: Any,
+    ) -> Collection:
         nodes = _align([self, *inputs], site) if inputs else [self._node]
         node = self._flow.plan.add(op, tuple(nodes), schema, nodes[0].scope, params, site)
         return Collection(self._flow, node)
@@ -156,30 +162,36 @@ class Collection:
         new = _output_schema(items, self.schema, site)
         schema = self.schema.with_columns(dict(new))
         compiled = [compile_polars(e, self.schema).alias(n) for n, e in items]
-        return self._add("with_columns", [], schema, site, exprs=tuple(items),
-                         compiled=tuple(compiled))
+        return self._add(
+            "with_columns", [], schema, site, exprs=tuple(items), compiled=tuple(compiled)
+        )
 
     def filter(self, predicate: Expr) -> Collection:
         """Keep the records for which ``predicate`` is true."""
         site = call_site()
         if not isinstance(predicate, Expr):
-            raise ExpressionError("filter takes a column expression such as dd.col('x') > 0",
-                                  site=site)
+            raise ExpressionError(
+                "filter takes a column expression such as dd.col('x') > 0", site=site
+            )
         if output_dtype(predicate, self.schema).kind != "bool":
             raise ExpressionError(f"filter predicate {predicate!r} is not boolean", site=site)
         compiled = compile_polars(predicate, self.schema)
         return self._add("filter", [], self.schema, site, expr=predicate, compiled=compiled)
 
-    def map(self, fn: Callable[[tuple[Any, ...]], Any],
-            schema: Mapping[str, Any] | None = None) -> Collection:
+    def map(
+        self, fn: Callable[[tuple[Any, ...]], Any], schema: Mapping[str, Any] | None = None
+    ) -> Collection:
         """Apply a Python function to every record (a tuple); it returns the new record
         (a tuple, or a scalar for a one-column schema). The slow path: prefer expressions."""
         site = call_site()
         out = Schema(schema) if schema is not None else self.schema
         return self._add("map", [], out, site, fn=fn)
 
-    def flat_map(self, fn: Callable[[tuple[Any, ...]], Iterable[Any]],
-                 schema: Mapping[str, Any] | None = None) -> Collection:
+    def flat_map(
+        self,
+        fn: Callable[[tuple[Any, ...]], Iterable[Any]],
+        schema: Mapping[str, Any] | None = None,
+    ) -> Collection:
         """Apply a Python function returning any number of records to every record."""
         site = call_site()
         out = Schema(schema) if schema is not None else self.schema
@@ -190,11 +202,16 @@ class Collection:
         site = call_site()
         for o in others:
             if _base_types(o.schema) != _base_types(self.schema):
-                raise SchemaError(f"concat of different schemas: {self.schema} and {o.schema}",
-                                  site=site)
+                raise SchemaError(
+                    f"concat of different schemas: {self.schema} and {o.schema}", site=site
+                )
         # a column is nullable where any of the collections' is
-        schema = Schema({n: dt.with_nullable(any(c.schema[n].nullable for c in (self, *others)))
-                         for n, dt in self.schema.items()})
+        schema = Schema(
+            {
+                n: dt.with_nullable(any(c.schema[n].nullable for c in (self, *others)))
+                for n, dt in self.schema.items()
+            }
+        )
         return self._add("concat", list(others), schema, site)
 
     def negate(self) -> Collection:
@@ -212,10 +229,15 @@ class Collection:
 
     # ------------------------------------------------------------------ joins
 
-    def join(self, other: Collection, on: str | Sequence[str] | None = None, *,
-             left_on: str | Sequence[str] | None = None,
-             right_on: str | Sequence[str] | None = None,
-             suffix: str = "_right") -> Collection:
+    def join(
+        self,
+        other: Collection,
+        on: str | Sequence[str] | None = None,
+        *,
+        left_on: str | Sequence[str] | None = None,
+        right_on: str | Sequence[str] | None = None,
+        suffix: str = "_right",
+    ) -> Collection:
         """Inner join on equal keys; the multiplicity of a pair is the product of theirs.
 
         Output columns: this collection's columns, then ``other``'s except its key columns
@@ -233,12 +255,24 @@ class Collection:
             output.append(("r", c, name))
             types[name] = other.schema[c]
         left, right = self._arranged(lk, site), other._arranged(rk, site)
-        return left._add("join", [right], Schema(types), site, left_on=tuple(lk),
-                         right_on=tuple(rk), output=tuple(output))
+        return left._add(
+            "join",
+            [right],
+            Schema(types),
+            site,
+            left_on=tuple(lk),
+            right_on=tuple(rk),
+            output=tuple(output),
+        )
 
-    def semijoin(self, other: Collection, on: str | Sequence[str] | None = None, *,
-                 left_on: str | Sequence[str] | None = None,
-                 right_on: str | Sequence[str] | None = None) -> Collection:
+    def semijoin(
+        self,
+        other: Collection,
+        on: str | Sequence[str] | None = None,
+        *,
+        left_on: str | Sequence[str] | None = None,
+        right_on: str | Sequence[str] | None = None,
+    ) -> Collection:
         """The records whose key is present (positive multiplicity) in ``other``."""
         site = call_site()
         lk, rk = _join_keys(self, other, on, left_on, right_on, site)
@@ -246,9 +280,14 @@ class Collection:
         out = self.join(keys, left_on=lk, right_on=rk)
         return out.select(*self.schema.names)
 
-    def antijoin(self, other: Collection, on: str | Sequence[str] | None = None, *,
-                 left_on: str | Sequence[str] | None = None,
-                 right_on: str | Sequence[str] | None = None) -> Collection:
+    def antijoin(
+        self,
+        other: Collection,
+        on: str | Sequence[str] | None = None,
+        *,
+        left_on: str | Sequence[str] | None = None,
+        right_on: str | Sequence[str] | None = None,
+    ) -> Collection:
         """The records whose key is absent from ``other``."""
         return self.concat(self.semijoin(other, on, left_on=left_on, right_on=right_on).negate())
 
@@ -257,8 +296,9 @@ class Collection:
         site = call_site()
         keys = _as_list(on)
         _check_columns(self.schema, keys, site, "arrange")
-        node = self._flow.plan.add("arrange", (self._node,), self.schema, self.scope,
-                                   {"keys": tuple(keys)}, site)
+        node = self._flow.plan.add(
+            "arrange", (self._node,), self.schema, self.scope, {"keys": tuple(keys)}, site
+        )
         return Arranged(self._flow, node, tuple(keys))
 
     def _arranged(self, keys: Sequence[str], site: CallSite | None) -> Collection:
@@ -276,18 +316,37 @@ class Collection:
 
     def distinct(self) -> Collection:
         """Each record with positive multiplicity, once."""
-        return self._add("reduce", [], self.schema, call_site(), kind="distinct",
-                         keys=tuple(self.schema.names), fn=None)
+        return self._add(
+            "reduce",
+            [],
+            self.schema,
+            call_site(),
+            kind="distinct",
+            keys=tuple(self.schema.names),
+            fn=None,
+        )
 
     def threshold(self, fn: Callable[[int], int]) -> Collection:
         """Each record with multiplicity ``fn(m)`` where ``m`` is its multiplicity here."""
-        return self._add("reduce", [], self.schema, call_site(), kind="threshold",
-                         keys=tuple(self.schema.names), fn=fn)
+        return self._add(
+            "reduce",
+            [],
+            self.schema,
+            call_site(),
+            kind="threshold",
+            keys=tuple(self.schema.names),
+            fn=fn,
+        )
 
     # ------------------------------------------------------------------ loops
 
-    def iterate(self, body: Callable[[Collection], Collection], *,
-                max_iterations: int | None = None, name: str | None = None) -> Collection:
+    def iterate(
+        self,
+        body: Callable[[Collection], Collection],
+        *,
+        max_iterations: int | None = None,
+        name: str | None = None,
+    ) -> Collection:
         """The fixed point of ``body`` starting from this collection.
 
         ``body`` receives the loop variable (this collection at iteration 0, the body's result
@@ -298,9 +357,14 @@ class Collection:
         ``Dataflow.loop_stats()``."""
         return self._loop(body, "product", None, max_iterations, call_site(), name)
 
-    def prioritized_iterate(self, body: Callable[[Collection], Collection], priority: Expr, *,
-                            max_iterations: int | None = None,
-                            name: str | None = None) -> Collection:
+    def prioritized_iterate(
+        self,
+        body: Callable[[Collection], Collection],
+        priority: Expr,
+        *,
+        max_iterations: int | None = None,
+        name: str | None = None,
+    ) -> Collection:
         """Like :meth:`iterate`, with records entering the loop in order of ``priority``
         (a non-negative integer expression): the loop reaches its fixed point with the records
         of each priority before those of the next are introduced (naiad-tech-report §5.1.2).
@@ -312,9 +376,15 @@ class Collection:
         compiled = compile_polars(priority, self.schema)
         return self._loop(body, "lexicographic", (priority, compiled), max_iterations, site, name)
 
-    def _loop(self, body: Callable[[Collection], Collection], coordinate: str,
-              priority: tuple[Expr, Any] | None, max_iterations: int | None,
-              site: CallSite | None, name: str | None = None) -> Collection:
+    def _loop(
+        self,
+        body: Callable[[Collection], Collection],
+        coordinate: str,
+        priority: tuple[Expr, Any] | None,
+        max_iterations: int | None,
+        site: CallSite | None,
+        name: str | None = None,
+    ) -> Collection:
         if max_iterations is not None and max_iterations < 1:
             raise GraphError("max_iterations must be at least 1", site=site)
         plan = self._flow.plan
@@ -334,8 +404,9 @@ class Collection:
                 f"the loop body returned schema {result_node.schema}, expected {self.schema}",
                 site=site,
             )
-        widened = [n for n, dt in result_node.schema.items()
-                   if dt.nullable and not self.schema[n].nullable]
+        widened = [
+            n for n, dt in result_node.schema.items() if dt.nullable and not self.schema[n].nullable
+        ]
         if widened:
             # the variable is the body's result at the next iteration: a null there would
             # be a null in a column its readers were built to take as never null
@@ -345,8 +416,14 @@ class Collection:
                 "(.fill_null(...)) or make the input's columns nullable (.cast('...?'))",
                 site=site,
             )
-        feedback = plan.add("feedback", (result_node, entered), self.schema, scope,
-                            {"variable": variable, "max_iterations": max_iterations}, site)
+        feedback = plan.add(
+            "feedback",
+            (result_node, entered),
+            self.schema,
+            scope,
+            {"variable": variable, "max_iterations": max_iterations},
+            site,
+        )
         scope.variable, scope.feedback = variable, feedback
         left = plan.add("leave", (result_node,), self.schema, self.scope, {}, site)
         return Collection(self._flow, left)
@@ -359,8 +436,9 @@ class Collection:
 
         site = call_site()
         if self.scope.parent is not None:
-            raise GraphError("output() of a collection inside a loop body; output the loop's "
-                             "result", site=site)
+            raise GraphError(
+                "output() of a collection inside a loop body; output the loop's result", site=site
+            )
         return Output(self, site)
 
     def probe(self) -> Probe:
@@ -405,8 +483,9 @@ class GroupBy:
         specs: list[tuple[str, str, str | None]] = []
         for name, a in aggs.items():
             if not isinstance(a, Agg):
-                raise GraphError(f"aggregate {name}={a!r} is not dd.count/sum/min/max/mean",
-                                 site=site)
+                raise GraphError(
+                    f"aggregate {name}={a!r} is not dd.count/sum/min/max/mean", site=site
+                )
             if name in types:
                 raise SchemaError(f"aggregate name {name!r} clashes with a key column", site=site)
             if a.column is not None:
@@ -416,11 +495,22 @@ class GroupBy:
                     raise SchemaError(f"{a.kind}({a.column!r}) of non-numeric type {dt}", site=site)
             types[name] = _agg_type(a, c.schema)
             specs.append((name, a.kind, a.column))
-        return c._add("reduce", [], Schema(types), site, kind="agg", keys=tuple(self.keys),
-                      aggs=tuple(specs), fn=None)
+        return c._add(
+            "reduce",
+            [],
+            Schema(types),
+            site,
+            kind="agg",
+            keys=tuple(self.keys),
+            aggs=tuple(specs),
+            fn=None,
+        )
 
-    def reduce(self, fn: Callable[[Any, list[tuple[tuple[Any, ...], int]]], Iterable[Any]],
-               schema: Mapping[str, Any]) -> Collection:
+    def reduce(
+        self,
+        fn: Callable[[Any, list[tuple[tuple[Any, ...], int]]], Iterable[Any]],
+        schema: Mapping[str, Any],
+    ) -> Collection:
         """Apply ``fn(key, group)`` to every group; ``group`` is a list of ``(values, count)``
         (the non-key columns of each record with positive multiplicity, and that
         multiplicity); ``fn`` returns the output rows (tuples of the ``schema`` columns, which
@@ -431,12 +521,21 @@ class GroupBy:
         types: dict[str, Any] = {k: c.schema[k] for k in self.keys}
         for name, dt in out.items():
             if name in types:
-                raise SchemaError(f"reduce output column {name!r} clashes with a key column",
-                                  site=site)
+                raise SchemaError(
+                    f"reduce output column {name!r} clashes with a key column", site=site
+                )
             types[name] = dt
-        return c._add("reduce", [], Schema(types), site, kind="reduce", keys=tuple(self.keys),
-                      fn=fn, values=tuple(n for n in c.schema.names if n not in self.keys),
-                      outputs=tuple(out.names))
+        return c._add(
+            "reduce",
+            [],
+            Schema(types),
+            site,
+            kind="reduce",
+            keys=tuple(self.keys),
+            fn=fn,
+            values=tuple(n for n in c.schema.names if n not in self.keys),
+            outputs=tuple(out.names),
+        )
 
 
 # ---------------------------------------------------------------------- helpers
@@ -460,8 +559,9 @@ def _check_columns(schema: Schema, names: Sequence[str], site: CallSite | None, 
             )
 
 
-def _join_keys(left: Collection, right: Collection, on: Any, left_on: Any, right_on: Any,
-               site: CallSite | None) -> tuple[list[str], list[str]]:
+def _join_keys(
+    left: Collection, right: Collection, on: Any, left_on: Any, right_on: Any, site: CallSite | None
+) -> tuple[list[str], list[str]]:
     if on is not None:
         if left_on is not None or right_on is not None:
             raise GraphError("give either on= or left_on=/right_on=, not both", site=site)
@@ -477,8 +577,9 @@ def _join_keys(left: Collection, right: Collection, on: Any, left_on: Any, right
     for a, b in zip(lk, rk, strict=True):
         ta, tb = left.schema[a], right.schema[b]
         if ta.kind != tb.kind or (ta.kind != "int" and ta.polars != tb.polars):
-            raise SchemaError(f"join key {a!r} ({ta}) and {b!r} ({tb}) have different types",
-                              site=site)
+            raise SchemaError(
+                f"join key {a!r} ({ta}) and {b!r} ({tb}) have different types", site=site
+            )
     return lk, rk
 
 
@@ -495,8 +596,9 @@ def _agg_type(a: Agg, schema: Schema) -> Any:
     return dt
 
 
-def _named_exprs(exprs: Sequence[Expr | str], named: Mapping[str, Any],
-                 site: CallSite | None) -> list[tuple[str, Expr]]:
+def _named_exprs(
+    exprs: Sequence[Expr | str], named: Mapping[str, Any], site: CallSite | None
+) -> list[tuple[str, Expr]]:
     for e in exprs:
         if not isinstance(e, (Expr, str)):
             raise ExpressionError(f"{e!r} is not a column expression or column name", site=site)
@@ -509,8 +611,9 @@ def _name_of(e: Expr) -> str:
     return str(name() if callable(name) else name)
 
 
-def _output_schema(items: Sequence[tuple[str, Expr]], schema: Schema,
-                   site: CallSite | None) -> Schema:
+def _output_schema(
+    items: Sequence[tuple[str, Expr]], schema: Schema, site: CallSite | None
+) -> Schema:
     for _, e in items:
         missing = expr_columns(e) - set(schema.names)
         if missing:

@@ -104,8 +104,9 @@ class Dataflow:
 
     # ------------------------------------------------------------------ building
 
-    def input(self, name: str, schema: Mapping[str, Any], *,
-              signed: bool = False) -> InputCollection:
+    def input(
+        self, name: str, schema: Mapping[str, Any], *, signed: bool = False
+    ) -> InputCollection:
         """A new input collection with the given schema (column name -> type name).
 
         An input checks its multiplicities: a call that would remove a record more times than
@@ -130,8 +131,12 @@ class Dataflow:
         self.inputs[name] = handle
         return handle
 
-    def vertex(self, vertex: Vertex, inputs: Iterable[Collection],
-               outputs: Iterable[Mapping[str, Any] | Schema]) -> tuple[Collection, ...]:
+    def vertex(
+        self,
+        vertex: Vertex,
+        inputs: Iterable[Collection],
+        outputs: Iterable[Mapping[str, Any] | Schema],
+    ) -> tuple[Collection, ...]:
         """Add a timely vertex (:class:`ddflow.Vertex`) reading ``inputs``; returns one
         collection per output schema."""
         from ddflow.collection import _align
@@ -144,8 +149,14 @@ class Dataflow:
             raise GraphError(f"{vertex!r} is not a ddflow.Vertex", site=site)
         nodes = _align(ins, site)
         schemas = [o if isinstance(o, Schema) else Schema(o) for o in outputs]
-        v = self.plan.add("vertex", tuple(nodes), schemas[0], nodes[0].scope,
-                          {"vertex": vertex, "outputs": tuple(schemas)}, site)
+        v = self.plan.add(
+            "vertex",
+            tuple(nodes),
+            schemas[0],
+            nodes[0].scope,
+            {"vertex": vertex, "outputs": tuple(schemas)},
+            site,
+        )
         return tuple(
             Collection(self, self.plan.add("port", (v,), s, v.scope, {"port": i}, site))
             for i, s in enumerate(schemas)
@@ -171,8 +182,9 @@ class Dataflow:
         site = call_site()
         self._check_usable(site)
         if epoch < self._epoch:
-            raise TimeError(f"advance_to({epoch}) goes back: the flow is at epoch {self._epoch}",
-                            site=site)
+            raise TimeError(
+                f"advance_to({epoch}) goes back: the flow is at epoch {self._epoch}", site=site
+            )
         for h in self.inputs.values():
             if not h.closed and h.epoch < epoch:
                 h._advance(epoch, site)
@@ -189,8 +201,9 @@ class Dataflow:
             self.plan.frozen = True
             self.worker = build(self)
 
-    def run(self, progress: bool | Callable[[RunProgress], None] | None = None,
-            every: float = 10.0) -> None:
+    def run(
+        self, progress: bool | Callable[[RunProgress], None] | None = None, every: float = 10.0
+    ) -> None:
         """Run until every closed epoch is complete at every output.
 
         ``progress`` reports on a long run: ``True`` prints a line to stderr every ``every``
@@ -198,8 +211,9 @@ class Dataflow:
         ends if any was printed; a callable is called with a :class:`RunProgress` every
         ``every`` seconds and once at the end (``done=True``)."""
         if progress is not None and not isinstance(progress, bool) and not callable(progress):
-            raise TypeError(f"run(progress=...) takes True, False, None or a callable, "
-                            f"got {progress!r}")
+            raise TypeError(
+                f"run(progress=...) takes True, False, None or a callable, got {progress!r}"
+            )
         if not every >= 0:
             raise ValueError(f"run(every=...) must be a number of seconds >= 0, got {every!r}")
         self._check_usable(call_site())
@@ -211,8 +225,9 @@ class Dataflow:
             with self._stop_on_failure():
                 self.worker.run()
             return
-        watch = _ProgressWatch(_print_progress if progress is True else progress, every,
-                               quiet_end=progress is True)
+        watch = _ProgressWatch(
+            _print_progress if progress is True else progress, every, quiet_end=progress is True
+        )
         previous = self.worker.on_step
 
         def on_step(op: Any) -> None:
@@ -296,15 +311,19 @@ class RunProgress:
 
 def _print_progress(p: RunProgress) -> None:
     state = "done" if p.done else f"last: {p.operator}"
-    print(f"ddflow: {p.steps:,} operator steps, {p.seconds:.0f} s ({state})", file=sys.stderr,
-          flush=True)
+    print(
+        f"ddflow: {p.steps:,} operator steps, {p.seconds:.0f} s ({state})",
+        file=sys.stderr,
+        flush=True,
+    )
 
 
 class _ProgressWatch:
     """Counts a run's operator steps and reports every ``every`` seconds."""
 
-    def __init__(self, report: Callable[[RunProgress], None], every: float,
-                 quiet_end: bool) -> None:
+    def __init__(
+        self, report: Callable[[RunProgress], None], every: float, quiet_end: bool
+    ) -> None:
         self.report, self.every, self.quiet_end = report, every, quiet_end
         self.start = self.last = _time.perf_counter()
         self.steps = 0
@@ -322,8 +341,9 @@ class _ProgressWatch:
 
     def finish(self) -> None:
         if self.reported or not self.quiet_end:
-            self.report(RunProgress(self.steps, _time.perf_counter() - self.start,
-                                    self.operator, done=True))
+            self.report(
+                RunProgress(self.steps, _time.perf_counter() - self.start, self.operator, done=True)
+            )
 
 
 class InputCollection(Collection):
@@ -354,8 +374,9 @@ class InputCollection(Collection):
     ddflow.errors.InputError: remove on input 'edges' would take record (1, 2) below zero: ...
     """
 
-    def __init__(self, flow: Dataflow, node: Node, name: str, epoch: int, *,
-                 signed: bool = False) -> None:
+    def __init__(
+        self, flow: Dataflow, node: Node, name: str, epoch: int, *, signed: bool = False
+    ) -> None:
         super().__init__(flow, node)
         self.name = name
         self._epoch = epoch
@@ -364,7 +385,8 @@ class InputCollection(Collection):
         self.signed = signed
         #: the accumulated multiplicity of every record accepted, for the check
         self._multiplicities: Multiplicities | None = (
-            None if signed else Multiplicities(self.schema.polars_schema()))
+            None if signed else Multiplicities(self.schema.polars_schema())
+        )
         #: updates not sent yet: data frames, each with its diff (one for every row, or one
         #: per row); the columns of a diff are added when the epoch's batch is made
         self._buffer: list[tuple[pl.DataFrame, int | pl.Series]] = []
@@ -428,8 +450,9 @@ class InputCollection(Collection):
                 raise InputError(f"insert_frame: no diff column {diff!r}", site=site)
             diffs = frame.get_column(diff)
             if not diffs.dtype.is_integer() or diffs.null_count():
-                raise InputError(f"insert_frame: diff column {diff!r} must be non-null integers",
-                                 site=site)
+                raise InputError(
+                    f"insert_frame: diff column {diff!r} must be non-null integers", site=site
+                )
             frame = frame.drop(diff)
         try:
             data = self.schema.frame_to_frame(frame)
@@ -459,8 +482,12 @@ class InputCollection(Collection):
         if self._multiplicities is not None:
             k: Any = self._flow.kernels  # (the Spark kernels: native batches are theirs)
             changes = k.to_polars(k.native_updates(df, self.schema, diff, self._epoch))
-            self._check(changes.select(self.schema.names), changes.get_column(DIFF), site,
-                        "insert_dataframe")
+            self._check(
+                changes.select(self.schema.names),
+                changes.get_column(DIFF),
+                site,
+                "insert_dataframe",
+            )
         self._native.append((df, diff))
 
     def _rows(self, rows: Iterable[Any], site: CallSite | None) -> pl.DataFrame:
@@ -469,15 +496,17 @@ class InputCollection(Collection):
         except Exception as e:
             raise type(e)(getattr(e, "message", str(e)), site=site) from None
 
-    def _accept(self, data: pl.DataFrame, diff: int | pl.Series, site: CallSite | None,
-                what: str) -> None:
+    def _accept(
+        self, data: pl.DataFrame, diff: int | pl.Series, site: CallSite | None, what: str
+    ) -> None:
         """Buffer a call's updates, once checked."""
         if data.height:
             self._check(data, diff, site, what)
             self._buffer.append((data, diff))
 
-    def _check(self, data: pl.DataFrame, diff: int | pl.Series, site: CallSite | None,
-               what: str) -> None:
+    def _check(
+        self, data: pl.DataFrame, diff: int | pl.Series, site: CallSite | None, what: str
+    ) -> None:
         """Add a call's updates to the input's multiplicities, or raise (adding none of them)
         if they would take a record below zero."""
         if self._multiplicities is None:
@@ -500,24 +529,34 @@ class InputCollection(Collection):
         names = list(self.schema.names)
         k = self._flow.kernels
         batch = None
-        if (buffer and not self._native and hasattr(k, "from_rows")
-                and sum(f.height for f, _ in buffer) <= k.small_rows):
+        if (
+            buffer
+            and not self._native
+            and hasattr(k, "from_rows")
+            and sum(f.height for f, _ in buffer) <= k.small_rows
+        ):
             # a few updates (a small epoch's) become the runtime's rows directly: building
             # the frame first costs a few Polars calls of about a hundred microseconds each
-            batch = k.from_rows(self._batch_schema(),
-                                lambda: _update_rows(buffer, self._epoch))
+            batch = k.from_rows(self._batch_schema(), lambda: _update_rows(buffer, self._epoch))
         if batch is None:
-            frames = [f.with_columns(pl.lit(d, dtype=pl.Int64).alias(DIFF) if isinstance(d, int)
-                                     else d.alias(DIFF))
-                      for f, d in buffer]
+            frames = [
+                f.with_columns(
+                    pl.lit(d, dtype=pl.Int64).alias(DIFF) if isinstance(d, int) else d.alias(DIFF)
+                )
+                for f, d in buffer
+            ]
             if not frames:
                 frames.append(pl.DataFrame(schema=self._batch_schema()).drop("__t0"))
             data = pl.concat(frames) if len(frames) > 1 else frames[0]
-            batch = k.from_polars(data.with_columns(
-                pl.lit(self._epoch, dtype=pl.Int64).alias("__t0")).select([*names, "__t0", DIFF]))
+            batch = k.from_polars(
+                data.with_columns(pl.lit(self._epoch, dtype=pl.Int64).alias("__t0")).select(
+                    [*names, "__t0", DIFF]
+                )
+            )
         if self._native:
-            natives = [k.native_updates(df, self.schema, diff, self._epoch)
-                       for df, diff in self._native]
+            natives = [
+                k.native_updates(df, self.schema, diff, self._epoch) for df, diff in self._native
+            ]
             batch = k.concat([batch, *natives])
             self._native = []
         self._messages.append((self._epoch, batch))
@@ -526,8 +565,11 @@ class InputCollection(Collection):
         """The columns of an input batch: the data's, its epoch and its diff (made once: a
         Polars schema costs several microseconds to build, at every epoch)."""
         if self._batch_columns is None:
-            self._batch_columns = {**dict(self.schema.polars_schema()), "__t0": pl.Int64,
-                                   DIFF: pl.Int64}
+            self._batch_columns = {
+                **dict(self.schema.polars_schema()),
+                "__t0": pl.Int64,
+                DIFF: pl.Int64,
+            }
         return dict(self._batch_columns)
 
     def _advance(self, epoch: int, site: CallSite | None) -> None:
@@ -560,8 +602,11 @@ class InputCollection(Collection):
         self._activate()
 
     def _activate(self) -> None:
-        if (self._op is not None and self._op.worker is not None
-                and self._op.worker.tracker is not None):
+        if (
+            self._op is not None
+            and self._op.worker is not None
+            and self._op.worker.tracker is not None
+        ):
             self._op.activate()
 
     def _pending_work(self) -> bool:
@@ -621,8 +666,11 @@ def _user_function_error(flow: Dataflow, error: BaseException) -> UserFunctionEr
     node = next((n for n in flow.plan.nodes if _runs_in(n, frame)), None)
     what = f"the function {code.co_name}"
     if node is not None:
-        what = (f"the vertex {type(node.params['vertex']).__name__}.{code.co_name}"
-                if node.op == "vertex" else f"the {_kind(node)} function {code.co_name}")
+        what = (
+            f"the vertex {type(node.params['vertex']).__name__}.{code.co_name}"
+            if node.op == "vertex"
+            else f"the {_kind(node)} function {code.co_name}"
+        )
     where = f"{code.co_filename}:{code.co_firstlineno}"
     return UserFunctionError(
         f"{what} (defined at {where}) raised {type(error).__name__}: {error}",
@@ -644,8 +692,9 @@ def _kind(node: Node) -> str:
     return {"reduce": "group_by().reduce", None: node.op}.get(kind, str(kind))
 
 
-def _update_rows(buffer: list[tuple[pl.DataFrame, int | pl.Series]], epoch: int
-                 ) -> list[tuple[Any, ...]]:
+def _update_rows(
+    buffer: list[tuple[pl.DataFrame, int | pl.Series]], epoch: int
+) -> list[tuple[Any, ...]]:
     """The rows of an input's buffered updates (the schema's columns, then epoch and diff).
     (The schema's conversions give every buffered frame its columns in that order.)"""
     rows: list[tuple[Any, ...]] = []
@@ -686,8 +735,9 @@ class Output:
         self.collection = collection
         self.schema = collection.schema
         flow = collection.flow
-        self.node = flow.plan.add("output", (collection._node,), collection.schema,
-                                  flow.plan.top, {"sink": self}, site)
+        self.node = flow.plan.add(
+            "output", (collection._node,), collection.schema, flow.plan.top, {"sink": self}, site
+        )
         flow.outputs.append(self)
         #: the changes of the completed epochs: (first epoch, last epoch, their changes), a
         #: Polars frame, or a small batch as the local runtime holds it (rows), made a frame
@@ -778,11 +828,18 @@ class Output:
         if epoch is None:
             epoch = self.complete_through
         names = list(self.schema.names)
-        parts = [c if last <= epoch else c.filter(pl.col("__t0") <= epoch)
-                 for first, last, c in self._frames() if first <= epoch]
+        parts = [
+            c if last <= epoch else c.filter(pl.col("__t0") <= epoch)
+            for first, last, c in self._frames()
+            if first <= epoch
+        ]
         if not parts:
-            return (self._empty().select(names)
-                    .with_columns(pl.lit(0, dtype=pl.Int64).alias("count")).clear())
+            return (
+                self._empty()
+                .select(names)
+                .with_columns(pl.lit(0, dtype=pl.Int64).alias("count"))
+                .clear()
+            )
         acc = (
             pl.concat(parts)
             .group_by(names)
@@ -793,8 +850,9 @@ class Output:
         return acc
 
     def _empty(self) -> pl.DataFrame:
-        return pl.DataFrame(schema={**dict(self.schema.polars_schema()), "__t0": pl.Int64,
-                                    DIFF: pl.Int64})
+        return pl.DataFrame(
+            schema={**dict(self.schema.polars_schema()), "__t0": pl.Int64, DIFF: pl.Int64}
+        )
 
 
 #: an output makes the epochs' changes it holds as rows one frame once it holds this many
@@ -808,9 +866,17 @@ def _changes_frame(batch: pl.DataFrame, schema: Schema) -> pd.DataFrame:
 
 
 #: pandas' nullable dtypes for ddflow's nullable integer and boolean columns
-_PANDAS_NULLABLE = {"int8": "Int8", "int16": "Int16", "int32": "Int32", "int64": "Int64",
-                    "uint8": "UInt8", "uint16": "UInt16", "uint32": "UInt32",
-                    "uint64": "UInt64", "bool": "boolean"}
+_PANDAS_NULLABLE = {
+    "int8": "Int8",
+    "int16": "Int16",
+    "int32": "Int32",
+    "int64": "Int64",
+    "uint8": "UInt8",
+    "uint16": "UInt16",
+    "uint32": "UInt32",
+    "uint64": "UInt64",
+    "bool": "boolean",
+}
 
 
 def to_pandas(frame: pl.DataFrame, schema: Schema) -> pd.DataFrame:
@@ -833,8 +899,9 @@ class Probe:
     def __init__(self, collection: Collection, site: CallSite | None) -> None:
         flow = collection.flow
         self.flow = flow
-        self.node = flow.plan.add("probe", (collection._node,), collection.schema, flow.plan.top,
-                                  {"probe": self}, site)
+        self.node = flow.plan.add(
+            "probe", (collection._node,), collection.schema, flow.plan.top, {"probe": self}, site
+        )
         flow.probes.append(self)
         self.op: Any = None
 

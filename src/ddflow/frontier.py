@@ -229,8 +229,7 @@ class MutableAntichain:
         return self.update_iter(((t, delta),))
 
     def _minimal(self) -> list[Time]:
-        return minimal_sorted(self.time_type,
-                              sorted(t for t, c in self._counts.items() if c > 0))
+        return minimal_sorted(self.time_type, sorted(t for t, c in self._counts.items() if c > 0))
 
     def __repr__(self) -> str:
         return f"MutableAntichain(frontier={self._frontier}, counts={self._counts})"

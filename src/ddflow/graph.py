@@ -91,10 +91,23 @@ __all__ = [
 
 #: operations whose output is non-negative when their inputs are: sums, products, records
 #: mapped one to many, and the loop plumbing
-_KEEP_NON_NEGATIVE = frozenset({
-    "select", "with_columns", "filter", "map", "flat_map", "concat", "join", "consolidate",
-    "inspect", "arrange", "enter", "leave", "feedback",
-})
+_KEEP_NON_NEGATIVE = frozenset(
+    {
+        "select",
+        "with_columns",
+        "filter",
+        "map",
+        "flat_map",
+        "concat",
+        "join",
+        "consolidate",
+        "inspect",
+        "arrange",
+        "enter",
+        "leave",
+        "feedback",
+    }
+)
 #: reduces whose output records are emitted with positive multiplicity, whatever their input
 _NON_NEGATIVE_REDUCES = frozenset({"distinct", "agg", "reduce"})
 
@@ -142,8 +155,9 @@ def _node_may_go_negative(node: Node, negative: set[int], inputs: dict[str, Any]
         return node.params.get("kind") not in _NON_NEGATIVE_REDUCES
     if node.op == "variable":
         feedback = node.scope.feedback
-        return (feedback is None or node.inputs[0].id in negative
-                or feedback.inputs[0].id in negative)
+        return (
+            feedback is None or node.inputs[0].id in negative or feedback.inputs[0].id in negative
+        )
     return True
 
 
@@ -160,7 +174,8 @@ class _NonNegative:
             raise InputError(
                 f"{self.algorithm}: an edge has multiplicity {m} (removed more times than it "
                 "was inserted); the edges of a graph algorithm must never go below zero",
-                site=self.site)
+                site=self.site,
+            )
         return min(m, 1) if self.as_set else m
 
 
@@ -208,8 +223,9 @@ def _log2_bucket(value: Expr) -> Expr:
     return bucket
 
 
-def _min_label_propagation(labels: Collection, e: Collection,
-                           priority: Expr | None = None) -> Collection:
+def _min_label_propagation(
+    labels: Collection, e: Collection, priority: Expr | None = None
+) -> Collection:
     """The fixed point of ``LocalMin`` (naiad-tech-report Figure 3) along the directed edges
     ``e``: ``x[i+1](v) = min(x[i](v), min{x[i](u) : (u, v) in e})``, from ``x[0] = labels``.
 
@@ -228,15 +244,18 @@ def _min_label_propagation(labels: Collection, e: Collection,
 
 def _require_int(c: Collection, column: str, what: str) -> None:
     if c.schema[column].kind != "int":
-        raise SchemaError(f"{what} needs integer node ids; column {column!r} is "
-                          f"{c.schema[column]}", site=call_site())
+        raise SchemaError(
+            f"{what} needs integer node ids; column {column!r} is {c.schema[column]}",
+            site=call_site(),
+        )
 
 
 # ---------------------------------------------------------------------- components
 
 
-def connected_components(edges: Collection, src: str = "src", dst: str = "dst", *,
-                         prioritized: bool = False) -> Collection:
+def connected_components(
+    edges: Collection, src: str = "src", dst: str = "dst", *, prioritized: bool = False
+) -> Collection:
     """Undirected connected components: ``(node, label)`` with ``label`` the smallest node id
     of the node's component.
 
@@ -296,8 +315,9 @@ def _trim_and_reverse(e: Collection) -> Collection:
     return kept.select(src=col("dst"), dst=col("src"))
 
 
-def strongly_connected_components(edges: Collection, src: str = "src",
-                                  dst: str = "dst") -> Collection:
+def strongly_connected_components(
+    edges: Collection, src: str = "src", dst: str = "dst"
+) -> Collection:
     """Strongly connected components: ``(node, component)`` with ``component`` the smallest
     node id of the node's SCC, for every endpoint of an edge (a node on no cycle is its own
     component).
@@ -337,8 +357,9 @@ def _relax(distances: Collection, e: Collection, step: Expr) -> Collection:
     distance offered to its out-neighbours (``step`` is the length added by an edge), then the
     least offer per node, the node's own distance included."""
     offered = distances.join(e, left_on="node", right_on="src")
-    sent = offered.select(node=col("dst"), distance=(col("distance") + step).cast(
-        distances.schema["distance"]))
+    sent = offered.select(
+        node=col("dst"), distance=(col("distance") + step).cast(distances.schema["distance"])
+    )
     return sent.concat(distances).group_by("node").agg(distance=dd_min("distance"))
 
 
@@ -361,13 +382,19 @@ def bfs(edges: Collection, roots: Collection, src: str = "src", dst: str = "dst"
     [0, 1, 0, 1]
     """
     e = _edges(edges, src, dst, "bfs")
-    start = roots.select(node=col("node")).distinct().with_columns(
-        distance=lit(0, "int64"))
+    start = roots.select(node=col("node")).distinct().with_columns(distance=lit(0, "int64"))
     return start.iterate(lambda x: _relax(x, e, lit(1, "int64")))
 
 
-def shortest_paths(edges: Collection, sources: Collection, src: str = "src", dst: str = "dst",
-                   weight: str = "weight", *, prioritized: bool = False) -> Collection:
+def shortest_paths(
+    edges: Collection,
+    sources: Collection,
+    src: str = "src",
+    dst: str = "dst",
+    weight: str = "weight",
+    *,
+    prioritized: bool = False,
+) -> Collection:
     """Single- or multi-source shortest paths (Bellman-Ford, naiad-tech-report Figure 19):
     ``(node, distance)`` for every node reachable from a source, ``distance`` the least
     ``offset(s) + path weight`` over sources ``s``.
@@ -400,13 +427,18 @@ def shortest_paths(edges: Collection, sources: Collection, src: str = "src", dst
     site = call_site()
     wtype = edges.schema[weight]
     if not wtype.is_numeric:
-        raise SchemaError(f"shortest_paths: weight column {weight!r} is {wtype}, not numeric",
-                          site=site)
+        raise SchemaError(
+            f"shortest_paths: weight column {weight!r} is {wtype}, not numeric", site=site
+        )
     dtype = "int64" if wtype.kind == "int" else "float64"
     # parallel edges are not reduced to their least weight first: the loop's least offer per
     # node is the same (see _edges), without a reduce over every edge at each change
-    e = _checked(edges.select(src=col(src), dst=col(dst), weight=col(weight).cast(dtype)),
-                 edges, "shortest_paths", as_set=False)
+    e = _checked(
+        edges.select(src=col(src), dst=col(dst), weight=col(weight).cast(dtype)),
+        edges,
+        "shortest_paths",
+        as_set=False,
+    )
     if "distance" in sources.schema:
         start = sources.select(node=col("node"), distance=col("distance").cast(dtype))
     else:
@@ -419,17 +451,25 @@ def shortest_paths(edges: Collection, sources: Collection, src: str = "src", dst
     if not prioritized:
         return start.iterate(body)
     if dtype != "int64":
-        raise SchemaError("shortest_paths(prioritized=True) needs integer weights and offsets",
-                          site=site)
+        raise SchemaError(
+            "shortest_paths(prioritized=True) needs integer weights and offsets", site=site
+        )
     return start.prioritized_iterate(body, priority=_log2_bucket(col("distance")))
 
 
 # ---------------------------------------------------------------------- pagerank
 
 
-def pagerank(edges: Collection, iterations: int = 20, damping: float = 0.85,
-             src: str = "src", dst: str = "dst", *, scale: int = 2**30,
-             damping_denominator: int = 10**6) -> Collection:
+def pagerank(
+    edges: Collection,
+    iterations: int = 20,
+    damping: float = 0.85,
+    src: str = "src",
+    dst: str = "dst",
+    *,
+    scale: int = 2**30,
+    damping_denominator: int = 10**6,
+) -> Collection:
     """PageRank by ``iterations`` rounds of power iteration, in exact integer arithmetic:
     ``(node, rank)`` for every endpoint of an edge, ``rank = mass / scale`` (a float64).
 
@@ -466,20 +506,25 @@ def pagerank(edges: Collection, iterations: int = 20, damping: float = 0.85,
     d = round(damping * damping_denominator)
     big = damping_denominator
     if not 0 <= d <= big or scale * big >= 2**63 or scale < 1 or scale & (scale - 1):
-        raise GraphError("pagerank: damping must be in [0, 1], scale a power of two, and "
-                          "scale * damping_denominator < 2**63", site=site)
+        raise GraphError(
+            "pagerank: damping must be in [0, 1], scale a power of two, and "
+            "scale * damping_denominator < 2**63",
+            site=site,
+        )
     e = _edge_set(edges, src, dst, "pagerank")
     nodes = _node_set(e).with_columns(one=lit(0, "int64"))
     count = nodes.group_by("one").agg(n=dd_count())
     sized = nodes.join(count, on="one")
     start = sized.select(node=col("node"), mass=lit(scale, "int64") // col("n"))
-    teleport = sized.select(node=col("node"),
-                            mass=lit(scale * (big - d) // big, "int64") // col("n"))
+    teleport = sized.select(
+        node=col("node"), mass=lit(scale * (big - d) // big, "int64") // col("n")
+    )
     outdeg = e.group_by("src").agg(deg=dd_count())
 
     def power_step(x: Collection) -> Collection:
         shares = x.join(outdeg, left_on="node", right_on="src").select(
-            src=col("node"), share=(col("mass") * d // big) // col("deg"))
+            src=col("node"), share=(col("mass") * d // big) // col("deg")
+        )
         sent = shares.join(e, on="src").select(node=col("dst"), mass=col("share"))
         return sent.concat(teleport).group_by("node").agg(mass=dd_sum("mass"))
 

@@ -222,7 +222,8 @@ class TimeType:
         while i < self.width:
             if i in self._pairs:
                 result &= (a[:, i] < b[:, i]) | (
-                    (a[:, i] == b[:, i]) & (a[:, i + 1] <= b[:, i + 1]))
+                    (a[:, i] == b[:, i]) & (a[:, i + 1] <= b[:, i + 1])
+                )
                 i += 2
             else:
                 result &= a[:, i] <= b[:, i]
@@ -273,9 +274,7 @@ class TimeType:
         times = np.atleast_2d(times)
         result = np.zeros(times.shape[0], dtype=bool)
         for f in frontier:
-            result |= self.less_equal_array(
-                np.asarray(f, dtype=np.int64).reshape(1, -1), times
-            )
+            result |= self.less_equal_array(np.asarray(f, dtype=np.int64).reshape(1, -1), times)
         return result
 
 

@@ -119,12 +119,19 @@ class Multiplicities:
         """Bytes held: the frame, the keys, the counts, the dict of recent records and the
         insertions not indexed yet."""
         recent = sys.getsizeof(self._recent) + sum(
-            sys.getsizeof(r) + sum(sys.getsizeof(v) for v in r) for r in self._recent)
-        pending = sum(int(f.estimated_size()) + (0 if isinstance(d, int) else
-                                                  int(d.estimated_size()))
-                      for f, d in self._pending)
-        return (int(self._base.estimated_size()) + self._keys.nbytes + self._counts.nbytes
-                + recent + pending)
+            sys.getsizeof(r) + sum(sys.getsizeof(v) for v in r) for r in self._recent
+        )
+        pending = sum(
+            int(f.estimated_size()) + (0 if isinstance(d, int) else int(d.estimated_size()))
+            for f, d in self._pending
+        )
+        return (
+            int(self._base.estimated_size())
+            + self._keys.nbytes
+            + self._counts.nbytes
+            + recent
+            + pending
+        )
 
     # ------------------------------------------------------------------ changing
 
@@ -211,9 +218,12 @@ class Multiplicities:
         if self._base.height:
             parts.append((self._base, self._counts))
         if self._recent:
-            parts.append((pl.DataFrame(list(self._recent), schema=self._schema, orient="row"),
-                          np.fromiter(self._recent.values(), dtype=np.int64,
-                                      count=len(self._recent))))
+            parts.append(
+                (
+                    pl.DataFrame(list(self._recent), schema=self._schema, orient="row"),
+                    np.fromiter(self._recent.values(), dtype=np.int64, count=len(self._recent)),
+                )
+            )
         parts += self._pending
         start = sum(f.height for f, _ in parts)  # the call's rows come after these
         if data is not None:
@@ -227,10 +237,16 @@ class Multiplicities:
         if isinstance(uniform, int):  # a load: every count is the call's diff
             totals = np.diff(starts, append=n) * uniform
         else:
-            sorted_counts = np.concatenate([
-                np.full(f.height, d, dtype=np.int64) if isinstance(d, int)
-                else d.astype(np.int64) if isinstance(d, np.ndarray)
-                else d.cast(pl.Int64).to_numpy() for f, d in parts])[order]
+            sorted_counts = np.concatenate(
+                [
+                    np.full(f.height, d, dtype=np.int64)
+                    if isinstance(d, int)
+                    else d.astype(np.int64)
+                    if isinstance(d, np.ndarray)
+                    else d.cast(pl.Int64).to_numpy()
+                    for f, d in parts
+                ]
+            )[order]
             totals = _run_sums(sorted_counts, starts)
         if data is not None and _may_be_negative(diff) and totals.min() < 0:
             if sorted_counts is None:
@@ -255,8 +271,9 @@ class Multiplicities:
         self._pending = []
         return None
 
-    def _groups(self, frame: pl.DataFrame, order: np.ndarray, keys: np.ndarray
-                ) -> tuple[np.ndarray, np.ndarray]:
+    def _groups(
+        self, frame: pl.DataFrame, order: np.ndarray, keys: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
         """``order`` (rows of ``frame`` sorted by key) with equal records made adjacent, and the
         positions at which each run of equal records starts."""
         same_key = np.flatnonzero(keys[1:] == keys[:-1]) + 1

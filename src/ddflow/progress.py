@@ -184,16 +184,25 @@ class Tracker:
     several of them is pushed once.
     """
 
-    def __init__(self, graph: ProgressGraph, watched: set[int] | None = None,
-                 on_demand: set[int] | frozenset[int] = frozenset(),
-                 merged: set[int] | frozenset[int] = frozenset()) -> None:
+    def __init__(
+        self,
+        graph: ProgressGraph,
+        watched: set[int] | None = None,
+        on_demand: set[int] | frozenset[int] = frozenset(),
+        merged: set[int] | frozenset[int] = frozenset(),
+    ) -> None:
         self.graph = graph
-        tracked = [(n, i) for n in range(len(graph.inputs)) for i in range(len(graph.inputs[n]))
-                   if watched is None or n in watched]
+        tracked = [
+            (n, i)
+            for n in range(len(graph.inputs))
+            for i in range(len(graph.inputs[n]))
+            if watched is None or n in watched
+        ]
         # (a merged node's ports share its port 0's frontier: the times that may still
         # arrive at any of them)
-        self._targets: list[Port] = [p for p in tracked if p[0] not in on_demand
-                                     and (p[1] == 0 or p[0] not in merged)]
+        self._targets: list[Port] = [
+            p for p in tracked if p[0] not in on_demand and (p[1] == 0 or p[0] not in merged)
+        ]
         self._target_index = {p: k for k, p in enumerate(self._targets)}
         for n, i in tracked:
             if i and n in merged and n not in on_demand:
@@ -208,7 +217,8 @@ class Tracker:
         self._location: dict[tuple[str, int, int], int] = {}
         #: an on-demand target -> the locations that reach it -> their minimal summaries
         self._into: dict[Port, dict[int, list[Summary]]] = {
-            p: {} for p in tracked if p[0] in on_demand}
+            p: {} for p in tracked if p[0] in on_demand
+        }
         for kind, ports in (("s", graph.outputs), ("t", graph.inputs)):
             for n, types in enumerate(ports):
                 for p, tt in enumerate(types):
@@ -227,7 +237,8 @@ class Tracker:
                         if q in self._into:
                             self._into[q][loc] = s
         self._counts: list[dict[Time, int]] | None = (
-            [{} for _ in self._reaches] if self._into else None)
+            [{} for _ in self._reaches] if self._into else None
+        )
         #: the locations whose counts an on-demand frontier reads (the others' are not kept)
         self._read = [False] * len(self._reaches)
         for into in self._into.values():
@@ -305,7 +316,7 @@ class Tracker:
         counts, read, held = self._counts, self._read, self._held
         if counts is None:
             return
-        for loc, t, d in self._pending[self._counted:]:
+        for loc, t, d in self._pending[self._counted :]:
             if not read[loc]:
                 continue
             at = counts[loc]
@@ -342,8 +353,9 @@ class Tracker:
             reached = cache.get(key)
             if reached is None:
                 t = key[1]
-                reached = cache[key] = [(k, t2) for s, ks in self._reaches[key[0]]
-                                        for t2 in (s.apply(t),) for k in ks]
+                reached = cache[key] = [
+                    (k, t2) for s, ks in self._reaches[key[0]] for t2 in (s.apply(t),) for k in ks
+                ]
             for k, t2 in reached:
                 lst = per_target.get(k)
                 if lst is None:
@@ -362,8 +374,10 @@ class Tracker:
             into = self._into.get((node, port))
             if into is not None:
                 return self._frontier_now(self.graph.inputs[node][port], into)
-            raise RuntimeError(f"the frontier of node {node} is not tracked: the node was "
-                               "declared not to watch its frontier")
+            raise RuntimeError(
+                f"the frontier of node {node} is not tracked: the node was "
+                "declared not to watch its frontier"
+            )
         return self._implied[index].frontier()
 
     def _frontier_now(self, tt: TimeType, into: dict[int, list[Summary]]) -> list[Time]:
@@ -391,4 +405,5 @@ class Tracker:
     def all_complete(self) -> bool:
         """No pointstamp is left anywhere."""
         return all(m.is_empty() for m in self._implied) and not any(
-            self.frontier(n, p) for n, p in self._into)
+            self.frontier(n, p) for n, p in self._into
+        )

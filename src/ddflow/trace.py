@@ -43,8 +43,14 @@ __all__ = ["Merging", "Spine", "TraceHandle"]
 
 
 class BatchKernels(Protocol):
-    def merge(self, batches: Sequence[Any], tt: TimeType, since: Sequence[Time],
-              sums: Sequence[str], keys: Sequence[str]) -> Any: ...
+    def merge(
+        self,
+        batches: Sequence[Any],
+        tt: TimeType,
+        since: Sequence[Time],
+        sums: Sequence[str],
+        keys: Sequence[str],
+    ) -> Any: ...
     def lookup(self, batch: Any, codes: Any) -> Any: ...
     def concat(self, batches: Sequence[Any]) -> Any: ...
     def height(self, batch: Any) -> int: ...
@@ -53,8 +59,7 @@ class BatchKernels(Protocol):
 class CuttingKernels(BatchKernels, Protocol):
     """Kernels that can merge batches in steps, a range of keys at a time."""
 
-    def merge_cut(self, batches: Sequence[Any], start: Any, rows: int
-                  ) -> tuple[list[Any], Any]: ...
+    def merge_cut(self, batches: Sequence[Any], start: Any, rows: int) -> tuple[list[Any], Any]: ...
     def merge_pieces(self, pieces: list[Any], keys: Sequence[str]) -> Any: ...
 
 
@@ -114,9 +119,16 @@ class Merging:
 class Spine:
     """A trace of arranged batches with geometric merging and compaction."""
 
-    def __init__(self, kernels: BatchKernels, time_type: TimeType, keys: Sequence[str],
-                 empty: Any, sums: Sequence[str] = ("__diff",), merge_factor: int = 2,
-                 fueled_rows: int | None = None) -> None:
+    def __init__(
+        self,
+        kernels: BatchKernels,
+        time_type: TimeType,
+        keys: Sequence[str],
+        empty: Any,
+        sums: Sequence[str] = ("__diff",),
+        merge_factor: int = 2,
+        fueled_rows: int | None = None,
+    ) -> None:
         self.kernels = kernels
         self.time_type = time_type
         self.keys = list(keys)
@@ -255,8 +267,7 @@ class Spine:
             self._finish(i)
         if not self.batches:  # (the merges finished cancelled every update)
             return
-        merged = self.kernels.merge(self.batches, self.time_type, self.since, self.sums,
-                                    self.keys)
+        merged = self.kernels.merge(self.batches, self.time_type, self.since, self.sums, self.keys)
         self.merged_records += sum(self.sizes)
         h = self.kernels.height(merged)
         self.batches, self.sizes = ([merged], [h]) if h else ([], [])

@@ -28,7 +28,9 @@ def test_an_arrangement_concatenated_with_its_source() -> None:
     _check(lambda b: b.arrange(["v"]).concat(b))
 
 
-@pytest.mark.xfail(strict=True, reason="engine defect: an antijoin of an arrangement on other "
-                   "keys gives a wrong result")
+@pytest.mark.xfail(
+    strict=True,
+    reason="engine defect: an antijoin of an arrangement on other keys gives a wrong result",
+)
 def test_an_antijoin_of_an_arrangement_on_other_keys() -> None:
     _check(lambda b: b.arrange(["v", "k"]).antijoin(b, on="k"))

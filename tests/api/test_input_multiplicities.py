@@ -65,8 +65,15 @@ def _same_as_reference(flow: dd.Dataflow, outs: list[Any], accepted: Counter) ->
 def test_removing_an_absent_record_raises_naming_it_and_the_callers_line() -> None:
     flow, xs, outs = _flow()
     xs.insert([(1, 2), (1, 3)])
-    _refused(lambda: xs.remove([(1, 2), (4, 5)]), "remove", "'xs'", "(4, 5)",
-             "multiplicity is 0", "changes it by -1", "signed=True")
+    _refused(
+        lambda: xs.remove([(1, 2), (4, 5)]),
+        "remove",
+        "'xs'",
+        "(4, 5)",
+        "multiplicity is 0",
+        "changes it by -1",
+        "signed=True",
+    )
     # nothing of the call was accepted: (1, 2) is still there, and no group 4 hides anywhere
     _same_as_reference(flow, outs, Counter({(1, 2): 1, (1, 3): 1}))
     xs.remove([(1, 2)])
@@ -80,8 +87,7 @@ def test_removing_twice_what_was_inserted_once_raises() -> None:
     xs.remove([(1, 2)])
     _refused(lambda: xs.remove([(1, 2)]), "(1, 2)", "multiplicity is 0")
     # within one call: two copies of a record present once
-    _refused(lambda: xs.remove([(7, 7), (7, 7)]), "(7, 7)", "multiplicity is 1",
-             "changes it by -2")
+    _refused(lambda: xs.remove([(7, 7), (7, 7)]), "(7, 7)", "multiplicity is 1", "changes it by -2")
     _same_as_reference(flow, outs, Counter({(7, 7): 1}))
 
 
@@ -95,14 +101,23 @@ def test_the_first_offending_record_of_the_call_is_named() -> None:
 def test_an_update_with_a_too_negative_diff_raises_and_accepts_nothing() -> None:
     flow, xs, outs = _flow()
     xs.update([(3, 4, 2), (5, 6, 1)])
-    _refused(lambda: xs.update([(1, 2, 1), (3, 4, -3), (5, 6, -1)]), "update", "(3, 4)",
-             "multiplicity is 2", "changes it by -3")
+    _refused(
+        lambda: xs.update([(1, 2, 1), (3, 4, -3), (5, 6, -1)]),
+        "update",
+        "(3, 4)",
+        "multiplicity is 2",
+        "changes it by -3",
+    )
     _same_as_reference(flow, outs, Counter({(3, 4): 2, (5, 6): 1}))
     # a call's changes to one record are summed first: removing before inserting is fine
     xs.update([(3, 4, -2), (5, 6, -1), (9, 9, -1), (9, 9, 1), (8, 8, -1), (8, 8, 2)])
     xs.insert_frame(pl.DataFrame({"a": [6, 6], "b": [6, 6], "d": [-1, 1]}), diff="d")
-    _refused(lambda: xs.update([(8, 8, 1), (8, 8, -3)]), "(8, 8)", "multiplicity is 1",
-             "changes it by -2")
+    _refused(
+        lambda: xs.update([(8, 8, 1), (8, 8, -3)]),
+        "(8, 8)",
+        "multiplicity is 1",
+        "changes it by -2",
+    )
     _same_as_reference(flow, outs, Counter({(8, 8): 1}))
 
 
@@ -112,11 +127,19 @@ def test_remove_frame_of_absent_records_raises(kind: str) -> None:
     xs.insert_frame(pl.DataFrame({"a": [1, 2, 2], "b": [10, 20, 20]}))
     gone = {"a": [2, 2, 2], "b": [20, 20, 20]}
     frame = pd.DataFrame(gone) if kind == "pandas" else pl.DataFrame(gone)
-    _refused(lambda: xs.remove_frame(frame), "remove_frame", "(2, 20)", "multiplicity is 2",
-             "changes it by -3")
+    _refused(
+        lambda: xs.remove_frame(frame),
+        "remove_frame",
+        "(2, 20)",
+        "multiplicity is 2",
+        "changes it by -3",
+    )
     _same_as_reference(flow, outs, Counter({(1, 10): 1, (2, 20): 2}))
-    frame = pd.DataFrame({"a": [2, 2]}).assign(b=20) if kind == "pandas" else pl.DataFrame(
-        {"a": [2, 2], "b": [20, 20]})
+    frame = (
+        pd.DataFrame({"a": [2, 2]}).assign(b=20)
+        if kind == "pandas"
+        else pl.DataFrame({"a": [2, 2], "b": [20, 20]})
+    )
     xs.remove_frame(frame)
     _same_as_reference(flow, outs, Counter({(1, 10): 1}))
 
@@ -125,8 +148,13 @@ def test_insert_frame_with_a_diff_column_going_negative_raises() -> None:
     flow, xs, outs = _flow()
     xs.insert_frame(pl.DataFrame({"a": [1, 2], "b": [1, 2], "d": [3, 1]}), diff="d")
     changes = pl.DataFrame({"a": [1, 2], "b": [1, 2], "d": [-3, -2]})
-    _refused(lambda: xs.insert_frame(changes, diff="d"), "insert_frame", "(2, 2)",
-             "multiplicity is 1", "changes it by -2")
+    _refused(
+        lambda: xs.insert_frame(changes, diff="d"),
+        "insert_frame",
+        "(2, 2)",
+        "multiplicity is 1",
+        "changes it by -2",
+    )
     _same_as_reference(flow, outs, Counter({(1, 1): 3, (2, 2): 1}))
 
 
@@ -165,30 +193,43 @@ def test_a_signed_input_accepts_negative_multiplicities() -> None:
     xs.update([(3, 4, -2)])
     flow.advance_to(1)
     flow.run()
-    assert sorted(out.changes().itertuples(index=False, name=None)) == [(1, 2, 0, -1),
-                                                                        (3, 4, 0, -2)]
+    assert sorted(out.changes().itertuples(index=False, name=None)) == [
+        (1, 2, 0, -1),
+        (3, 4, 0, -2),
+    ]
     assert frame_to_counter(out.snapshot()) == Counter({(1, 2): -1, (3, 4): -2})
 
 
 # ---------------------------------------------------------------------- the property
 
-_VALUES = st.tuples(st.sampled_from([0, 1, None]),
-                    st.sampled_from([0.0, -0.0, float("nan"), 2.5, None]),
-                    st.sampled_from(["x", "", None]))
-_CALLS = st.lists(st.one_of(
-    st.tuples(st.sampled_from(["insert", "remove", "remove_frame"]),
-              st.lists(_VALUES, min_size=1, max_size=6)),
-    st.tuples(st.just("update"), st.lists(st.tuples(_VALUES, st.integers(-2, 2)),
-                                          min_size=1, max_size=6)),
-    st.tuples(st.just("advance"), st.just([])),
-), max_size=25)
+_VALUES = st.tuples(
+    st.sampled_from([0, 1, None]),
+    st.sampled_from([0.0, -0.0, float("nan"), 2.5, None]),
+    st.sampled_from(["x", "", None]),
+)
+_CALLS = st.lists(
+    st.one_of(
+        st.tuples(
+            st.sampled_from(["insert", "remove", "remove_frame"]),
+            st.lists(_VALUES, min_size=1, max_size=6),
+        ),
+        st.tuples(
+            st.just("update"),
+            st.lists(st.tuples(_VALUES, st.integers(-2, 2)), min_size=1, max_size=6),
+        ),
+        st.tuples(st.just("advance"), st.just([])),
+    ),
+    max_size=25,
+)
 _SCHEMA = {"i": "int64?", "f": "float64?", "s": "str?"}
 
 
 def _key(r: tuple[Any, ...]) -> tuple[Any, ...]:
     """A record as the model counts it: NaN and -0.0 made one value each."""
-    return tuple("NaN" if isinstance(v, float) and v != v else (v + 0.0 if isinstance(
-        v, float) else v) for v in r)
+    return tuple(
+        "NaN" if isinstance(v, float) and v != v else (v + 0.0 if isinstance(v, float) else v)
+        for v in r
+    )
 
 
 def _call(xs: Any, what: str, rows: list[Any]) -> None:
@@ -205,8 +246,9 @@ def _call(xs: Any, what: str, rows: list[Any]) -> None:
 
 @settings(max_examples=80, deadline=None)
 @given(calls=_CALLS, merge_often=st.booleans())
-def test_a_checked_input_refuses_exactly_what_would_go_negative(calls: list[Any],
-                                                               merge_often: bool) -> None:
+def test_a_checked_input_refuses_exactly_what_would_go_negative(
+    calls: list[Any], merge_often: bool
+) -> None:
     """Random calls: each raises exactly when a Counter model would go below zero, naming the
     first record of the call that would, and otherwise the input's outputs equal the model.
     ``merge_often`` merges the recent changes into the kept records at almost every call, with
@@ -223,8 +265,9 @@ def test_a_checked_input_refuses_exactly_what_would_go_negative(calls: list[Any]
                 got = frame_to_counter(outs[0].snapshot_polars())
                 assert Counter({_key(r): c for r, c in got.items()}) == +model
                 continue
-            changes = rows if what == "update" else [
-                (r, 1 if what == "insert" else -1) for r in rows]
+            changes = (
+                rows if what == "update" else [(r, 1 if what == "insert" else -1) for r in rows]
+            )
             net: Counter = Counter()
             shown: dict[tuple[Any, ...], tuple[Any, ...]] = {}
             for r, d in changes:

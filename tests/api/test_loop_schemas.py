@@ -24,7 +24,8 @@ def test_a_nullable_input_or_a_filled_body_is_accepted() -> None:
     xs = flow.input("xs", schema={"k": "int64", "v": "int64?"})
     filled = xs.iterate(lambda x: x.select(k=dd.col("v").fill_null(0), v=dd.col("v")))
     wide = xs.select(k=dd.col("k").cast("int64?"), v=dd.col("v")).iterate(
-        lambda x: x.select(k=dd.col("v"), v=dd.col("v")), max_iterations=2)
+        lambda x: x.select(k=dd.col("v"), v=dd.col("v")), max_iterations=2
+    )
     out_filled, out_wide = filled.output(), wide.output()
     xs.insert([(1, None), (2, 3)])
     flow.advance_to(1)

@@ -30,9 +30,11 @@ class Flaky:
         return self.fn(*args)
 
     def _hits(self, args: Any) -> bool:
-        return any(self.bad in (a if isinstance(a, tuple) else (a,)) for a in args
-                   if not isinstance(a, list)) or any(
-            self.bad in v for a in args if isinstance(a, list) for v, _ in a)
+        return any(
+            self.bad in (a if isinstance(a, tuple) else (a,))
+            for a in args
+            if not isinstance(a, list)
+        ) or any(self.bad in v for a in args if isinstance(a, list) for v, _ in a)
 
 
 def _map(xs: dd.Collection, f: Any) -> dd.Collection:
@@ -73,8 +75,14 @@ def test_a_raising_user_function_stops_the_dataflow_and_loses_nothing_silently(c
     assert isinstance(info.value.__cause__, ValueError)
     assert info.value.site is not None and info.value.site.filename == __file__
     f.armed = False
-    for call in (flow.run, flow.step, lambda: xs.insert([5]), lambda: xs.remove([1]),
-                 lambda: flow.advance_to(3), flow.close):
+    for call in (
+        flow.run,
+        flow.step,
+        lambda: xs.insert([5]),
+        lambda: xs.remove([1]),
+        lambda: flow.advance_to(3),
+        flow.close,
+    ):
         with pytest.raises(dd.DataflowFailedError, match="cannot take 3"):
             call()
     # what was complete before the failure is still there, and right

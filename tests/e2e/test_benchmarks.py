@@ -60,8 +60,9 @@ def check_summary(s: dict[str, Any], runs: int | None = None) -> None:
         assert s["runs"] == runs
 
 
-def check_ratio(ratio: float, numerator: float, denominator: float, decimals: int = 2,
-                rel: float = 0.0) -> None:
+def check_ratio(
+    ratio: float, numerator: float, denominator: float, decimals: int = 2, rel: float = 0.0
+) -> None:
     """A ratio as the JSON rounds it (to ``decimals``; within ``rel`` of the ratio when the
     numbers it is given are rounded more than those it was computed from)."""
     assert ratio == pytest.approx(numerator / denominator, abs=0.6 * 10**-decimals, rel=rel)
@@ -87,8 +88,12 @@ def test_cc(capsys: pytest.CaptureFixture[str]) -> None:
     for u in r["updates"].values():
         check_summary(u, runs=3)
         check_ratio(u["speedup_vs_scipy"], r["scipy_recompute"]["median_ms"], u["median_ms"])
-        check_ratio(u["speedup_vs_networkx"], r["networkx_recompute"]["median_ms"],
-                    u["median_ms"], decimals=1)
+        check_ratio(
+            u["speedup_vs_networkx"],
+            r["networkx_recompute"]["median_ms"],
+            u["median_ms"],
+            decimals=1,
+        )
 
 
 def test_updates(capsys: pytest.CaptureFixture[str]) -> None:
@@ -97,10 +102,16 @@ def test_updates(capsys: pytest.CaptureFixture[str]) -> None:
     for s in sizes:
         check_summary(s["ddflow_update"])
         check_summary(s["recompute_polars"])
-        check_ratio(s["speedup_vs_recompute"], s["recompute_polars"]["median_ms"],
-                    s["ddflow_update"]["median_ms"])
-        check_ratio(s["latency_ratio_vs_smallest"], s["ddflow_update"]["median_ms"],
-                    sizes[0]["ddflow_update"]["median_ms"])
+        check_ratio(
+            s["speedup_vs_recompute"],
+            s["recompute_polars"]["median_ms"],
+            s["ddflow_update"]["median_ms"],
+        )
+        check_ratio(
+            s["latency_ratio_vs_smallest"],
+            s["ddflow_update"]["median_ms"],
+            sizes[0]["ddflow_update"]["median_ms"],
+        )
 
 
 def label_propagation(edges: pl.DataFrame) -> list[dict[int, int]]:
@@ -139,8 +150,9 @@ def test_figure1_counts_the_differences_of_label_propagation() -> None:
     n = len(result["incremental"])
     assert n == len(before) == len(result["stateless"])
     assert result["labels"] == len(before[0])
-    assert result["incremental"] == [sum(map(abs, differences(before, i).values()))
-                                     for i in range(n)]
+    assert result["incremental"] == [
+        sum(map(abs, differences(before, i).values())) for i in range(n)
+    ]
     before += [before[-1]] * (len(after) - n)  # (a shorter run's labels stay as they end)
     after += [after[-1]] * (n - len(after))
     expected = []
@@ -176,8 +188,11 @@ def test_throughput(capsys: pytest.CaptureFixture[str]) -> None:
         assert r["updates"] / (total + 5e-4) <= b["ddflow_updates_per_s"] + 1
         assert b["ddflow_updates_per_s"] - 1 <= r["updates"] / (total - 5e-4)
         check_summary(b["ddflow_epoch"], runs=b["epochs"])
-        check_ratio(b["speedup_vs_polars"], b["ddflow_updates_per_s"],
-                    b["polars_updates_per_s_extrapolated"])
+        check_ratio(
+            b["speedup_vs_polars"],
+            b["ddflow_updates_per_s"],
+            b["polars_updates_per_s_extrapolated"],
+        )
 
 
 def test_table2_rows_equal_networkx(capsys: pytest.CaptureFixture[str]) -> None:
@@ -192,8 +207,12 @@ def test_table2_rows_equal_networkx(capsys: pytest.CaptureFixture[str]) -> None:
         updates = row["ddflow"]["updates"]
         check_summary(updates["all"], runs=6)
         assert updates["removal"]["runs"] + updates["insertion"]["runs"] == 6
-        check_ratio(row["vs_paper"]["update_median_over_naiad"], updates["all"]["median_ms"],
-                    row["paper"]["naiad_update_ms"], decimals=1)
+        check_ratio(
+            row["vs_paper"]["update_median_over_naiad"],
+            updates["all"]["median_ms"],
+            row["paper"]["naiad_update_ms"],
+            decimals=1,
+        )
 
 
 def test_realdata(capsys: pytest.CaptureFixture[str]) -> None:
@@ -212,20 +231,26 @@ def test_realdata(capsys: pytest.CaptureFixture[str]) -> None:
         changes = [c for c in roads["changes"] if c["removed"] == removed]
         check_summary(roads[kind]["ddflow"], runs=3)
         assert roads[kind]["ddflow"]["median_ms"] == pytest.approx(
-            statistics.median(c["ddflow_ms"] for c in changes), abs=0.06)
+            statistics.median(c["ddflow_ms"] for c in changes), abs=0.06
+        )
         # (the median of the ratios of the changes, each paired with NetworkX's)
         for c in changes:
-            check_ratio(c["speedup_vs_networkx"], c["networkx_dijkstra_ms"], c["ddflow_ms"],
-                        rel=0.02)
+            check_ratio(
+                c["speedup_vs_networkx"], c["networkx_dijkstra_ms"], c["ddflow_ms"], rel=0.02
+            )
         assert roads[kind]["speedup_vs_networkx_median"] == pytest.approx(
-            statistics.median(c["speedup_vs_networkx"] for c in changes), abs=0.006)
+            statistics.median(c["speedup_vs_networkx"] for c in changes), abs=0.006
+        )
 
 
 @pytest.fixture
 def restored(spark: Any) -> Iterator[Any]:
     """The tests' Spark session, with the settings and views a benchmark changes put back."""
-    keys = ["spark.sql.shuffle.partitions", "spark.sql.cteRecursionLevelLimit",
-            "spark.sql.cteRecursionRowLimit"]
+    keys = [
+        "spark.sql.shuffle.partitions",
+        "spark.sql.cteRecursionLevelLimit",
+        "spark.sql.cteRecursionRowLimit",
+    ]
     saved = {k: spark.conf.get(k, None) for k in keys}
     yield spark
     for k, v in saved.items():
@@ -249,7 +274,8 @@ def test_spark_reach(restored: Any, capsys: pytest.CaptureFixture[str]) -> None:
     assert r["spark_dataframes_bfs"]["rounds"] >= r["graph"]["root_eccentricity"]
     # (the seconds are rounded to 10 ms, the ratio is not)
     assert r["speedup_update_vs_spark_sql"] == pytest.approx(
-        min(sql) * 1e3 / r["ddflow_update_single_edge"]["median_ms"], rel=0.01)
+        min(sql) * 1e3 / r["ddflow_update_single_edge"]["median_ms"], rel=0.01
+    )
 
 
 @pytest.mark.spark

@@ -23,11 +23,13 @@ def components(edges):
     sym = edges.select("src", "dst").concat(edges.select(src=col("dst"), dst=col("src")))
     nodes = sym.select(node=col("src")).distinct().with_columns(label=col("node"))
     return nodes.iterate(
-        lambda x: x.join(sym, left_on="node", right_on="src")
-        .select(node=col("dst"), label=col("label"))
-        .concat(nodes)
-        .group_by("node")
-        .agg(label=dd.min("label"))
+        lambda x: (
+            x.join(sym, left_on="node", right_on="src")
+            .select(node=col("dst"), label=col("label"))
+            .concat(nodes)
+            .group_by("node")
+            .agg(label=dd.min("label"))
+        )
     )
 
 
@@ -40,8 +42,9 @@ def nx_labels(edge_list):
 def write_epoch_files(folder, epochs, fmt="parquet"):
     os.makedirs(folder, exist_ok=True)
     for i, rows in enumerate(epochs):
-        frame = pl.DataFrame(rows, schema={"src": pl.Int64, "dst": pl.Int64, "ts": pl.Int64},
-                             orient="row")
+        frame = pl.DataFrame(
+            rows, schema={"src": pl.Int64, "dst": pl.Int64, "ts": pl.Int64}, orient="row"
+        )
         path = os.path.join(folder, f"part-{i:04d}.{fmt}")
         if fmt == "parquet":
             frame.write_parquet(path)
@@ -90,7 +93,9 @@ def test_dataframe_and_change_sources(spark):
     flow = dd.Dataflow()
     xs = flow.input("xs", schema={"k": "str", "v": "int64"})
     out = xs.group_by("k").agg(total=dd.sum("v")).output()
-    io.insert_dataframe(xs, spark.createDataFrame([("a", 1), ("b", 2), ("a", 3)], "k string, v long"))
+    io.insert_dataframe(
+        xs, spark.createDataFrame([("a", 1), ("b", 2), ("a", 3)], "k string, v long")
+    )
     flow.advance_to(1)
     changes = spark.createDataFrame([("a", 1, -1), ("b", 5, 2)], "k string, v long, d long")
     io.insert_dataframe(xs, changes, diff="d")
@@ -158,8 +163,11 @@ def test_streaming_files_into_windowed_components_and_parquet_sinks(spark, tmp_p
     log = io.ParquetChangeLog(out, str(tmp_path / "log"), spark=spark)
     snap_sink = io.ParquetSnapshot(out, str(tmp_path / "snapshot"))
     window = io.EventTimeWindow(edges, "ts", size=25)
-    stream = (spark.readStream.schema(io.spark_schema(edges)).option("maxFilesPerTrigger", 1)
-              .parquet(folder))
+    stream = (
+        spark.readStream.schema(io.spark_schema(edges))
+        .option("maxFilesPerTrigger", 1)
+        .parquet(folder)
+    )
     source = io.StreamingSource(stream, window, flow, checkpoint=str(tmp_path / "ckpt"))
     try:
         for i, rows in enumerate(batches):
@@ -184,4 +192,3 @@ def test_streaming_files_into_windowed_components_and_parquet_sinks(spark, tmp_p
     assert frame_to_counter(table) == frame_to_counter(out.snapshot())
     assert snap_sink.epoch == len(batches) - 1
     assert log.written == sorted(set(log.written))
-

@@ -40,17 +40,25 @@ EXAMPLES = float(os.environ.get("DDFLOW_GRAPH_EXAMPLES", "1"))
 
 
 def graph_settings(examples: int) -> settings:
-    return settings(max_examples=max(1, round(examples * EXAMPLES)), deadline=None, database=None,
-                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+    return settings(
+        max_examples=max(1, round(examples * EXAMPLES)),
+        deadline=None,
+        database=None,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+    )
 
 
 # ---------------------------------------------------------------------- streams
 
 
 @st.composite
-def edge_streams(draw: st.DrawFn, nodes: tuple[int, int] = (10, 40),
-                 epochs: tuple[int, int] = (4, 8), weights: bool = False,
-                 max_changes: int = 4) -> tuple[int, list[Edge], list[Step]]:
+def edge_streams(
+    draw: st.DrawFn,
+    nodes: tuple[int, int] = (10, 40),
+    epochs: tuple[int, int] = (4, 8),
+    weights: bool = False,
+    max_changes: int = 4,
+) -> tuple[int, list[Edge], list[Step]]:
     """``(n, initial edges, steps)``: a random graph on nodes ``0..n-1`` (about one edge per
     node, so it has several components and long paths) and epochs of changes."""
     n = draw(st.integers(*nodes))
@@ -58,8 +66,10 @@ def edge_streams(draw: st.DrawFn, nodes: tuple[int, int] = (10, 40),
     edge = st.tuples(node, node, st.integers(1, 9)) if weights else st.tuples(node, node)
     initial = draw(st.lists(edge, min_size=n // 2, max_size=n + n // 2))
     steps = [
-        (draw(st.lists(st.integers(0, 10**6), max_size=max_changes)),
-         draw(st.lists(edge, max_size=max_changes)))
+        (
+            draw(st.lists(st.integers(0, 10**6), max_size=max_changes)),
+            draw(st.lists(edge, max_size=max_changes)),
+        )
         for _ in range(draw(st.integers(*epochs)))
     ]
     return n, initial, steps
@@ -89,13 +99,16 @@ def rows(out: dd.Output) -> set[tuple[Any, ...]]:
     return set(snap.drop(columns="count").itertuples(index=False, name=None))
 
 
-def run_stream(build: Callable[[dd.Dataflow, dd.InputCollection], dd.Collection],
-               schema: dict[str, str], initial: Sequence[Edge], steps: Sequence[Step],
-               oracle: Callable[[set[Edge], int], set[tuple[Any, ...]]],
-               before_epoch: Callable[[int], None] | None = None,
-               make_flow: Callable[[], dd.Dataflow] = dd.Dataflow,
-               reference_inputs: Callable[[Counter], Mapping[str, Counter]] | None = None
-               ) -> int:
+def run_stream(
+    build: Callable[[dd.Dataflow, dd.InputCollection], dd.Collection],
+    schema: dict[str, str],
+    initial: Sequence[Edge],
+    steps: Sequence[Step],
+    oracle: Callable[[set[Edge], int], set[tuple[Any, ...]]],
+    before_epoch: Callable[[int], None] | None = None,
+    make_flow: Callable[[], dd.Dataflow] = dd.Dataflow,
+    reference_inputs: Callable[[Counter], Mapping[str, Counter]] | None = None,
+) -> int:
     """Drive ``build``'s result through the stream, comparing with ``oracle(edges, epoch)``
     after every epoch; returns the number of epochs checked. With ``reference_inputs`` (the
     accumulated inputs, given the multiset of edge records present), the reference
@@ -178,27 +191,42 @@ def nx_multi_source(edges: set[Edge], sources: dict[int, int]) -> set[tuple[int,
 @given(edge_streams())
 def test_connected_components_matches_networkx(stream):
     _, initial, steps = stream
-    run_stream(lambda flow, e: dd.graph.connected_components(e),
-               {"src": "int64", "dst": "int64"}, initial, steps, nx_components,
-               reference_inputs=edges_only)
+    run_stream(
+        lambda flow, e: dd.graph.connected_components(e),
+        {"src": "int64", "dst": "int64"},
+        initial,
+        steps,
+        nx_components,
+        reference_inputs=edges_only,
+    )
 
 
 @graph_settings(7)
 @given(edge_streams(nodes=(10, 30), epochs=(3, 6)))
 def test_prioritized_connected_components_matches_networkx(stream):
     _, initial, steps = stream
-    run_stream(lambda flow, e: dd.graph.connected_components(e, prioritized=True),
-               {"src": "int64", "dst": "int64"}, initial, steps, nx_components,
-               reference_inputs=edges_only)
+    run_stream(
+        lambda flow, e: dd.graph.connected_components(e, prioritized=True),
+        {"src": "int64", "dst": "int64"},
+        initial,
+        steps,
+        nx_components,
+        reference_inputs=edges_only,
+    )
 
 
 @graph_settings(8)
 @given(edge_streams(nodes=(10, 30), epochs=(3, 6)))
 def test_reachability_labels_match_networkx_ancestors(stream):
     _, initial, steps = stream
-    run_stream(lambda flow, e: dd.graph.reachability_labels(e),
-               {"src": "int64", "dst": "int64"}, initial, steps, nx_reachability,
-               reference_inputs=edges_only)
+    run_stream(
+        lambda flow, e: dd.graph.reachability_labels(e),
+        {"src": "int64", "dst": "int64"},
+        initial,
+        steps,
+        nx_reachability,
+        reference_inputs=edges_only,
+    )
 
 
 @pytest.mark.parametrize("prioritized", [False, True])
@@ -207,11 +235,20 @@ def test_cutting_a_path_splits_its_component_and_rejoining_merges_it(prioritized
     every piece follow each cut (a split must raise labels, which min-propagation alone never
     does: the retraction has to flow through the loop's history)."""
     path = [(i, i + 1) for i in range(11)]
-    steps: list[Step] = [([(5, 6)], []), ([(2, 3)], []), ([], [(2, 3), (5, 6)]),
-                         ([(0, 1)], [(11, 0)])]
-    run_stream(lambda flow, e: dd.graph.connected_components(e, prioritized=prioritized),
-               {"src": "int64", "dst": "int64"}, path, steps, nx_components,
-               reference_inputs=edges_only)
+    steps: list[Step] = [
+        ([(5, 6)], []),
+        ([(2, 3)], []),
+        ([], [(2, 3), (5, 6)]),
+        ([(0, 1)], [(11, 0)]),
+    ]
+    run_stream(
+        lambda flow, e: dd.graph.connected_components(e, prioritized=prioritized),
+        {"src": "int64", "dst": "int64"},
+        path,
+        steps,
+        nx_components,
+        reference_inputs=edges_only,
+    )
 
 
 @pytest.mark.spark
@@ -221,9 +258,14 @@ def test_connected_components_on_spark_match_networkx(spark):
     (Small: each Spark step runs a few Spark jobs.)"""
     path = [(0, 1), (1, 2), (2, 3)]
     steps: list[Step] = [([(1, 2)], []), ([], [(1, 2), (3, 0)])]
-    run_stream(lambda flow, e: dd.graph.connected_components(e),
-               {"src": "int64", "dst": "int64"}, path, steps, nx_components,
-               make_flow=lambda: dd.Dataflow(runtime=dd.SparkRuntime(spark)))
+    run_stream(
+        lambda flow, e: dd.graph.connected_components(e),
+        {"src": "int64", "dst": "int64"},
+        path,
+        steps,
+        nx_components,
+        make_flow=lambda: dd.Dataflow(runtime=dd.SparkRuntime(spark)),
+    )
 
 
 def test_prioritized_components_with_negative_and_huge_ids():
@@ -232,9 +274,14 @@ def test_prioritized_components_with_negative_and_huge_ids():
     big = 2**63 - 1
     edges = [(-5, 3), (3, big), (big - 1, 7), (-(2**63), -1), (10**12, 2**40)]
     steps: list[Step] = [([(3, big)], [(7, -5)]), ([(-5, 3)], [(big, 2**40)])]
-    run_stream(lambda flow, e: dd.graph.connected_components(e, prioritized=True),
-               {"src": "int64", "dst": "int64"}, edges, steps, nx_components,
-               reference_inputs=edges_only)
+    run_stream(
+        lambda flow, e: dd.graph.connected_components(e, prioritized=True),
+        {"src": "int64", "dst": "int64"},
+        edges,
+        steps,
+        nx_components,
+        reference_inputs=edges_only,
+    )
 
 
 @st.composite
@@ -250,8 +297,10 @@ def planted_cycle_streams(draw: st.DrawFn) -> tuple[int, list[Edge], list[Step]]
         edges += [(cycle[i], cycle[(i + 1) % len(cycle)]) for i in range(len(cycle))]
     edges += draw(st.lists(st.tuples(node, node), max_size=n // 2))
     steps = [
-        (draw(st.lists(st.integers(0, 10**6), min_size=1, max_size=2)),
-         draw(st.lists(st.tuples(node, node), max_size=2)))
+        (
+            draw(st.lists(st.integers(0, 10**6), min_size=1, max_size=2)),
+            draw(st.lists(st.tuples(node, node), max_size=2)),
+        )
         for _ in range(draw(st.integers(2, 4)))
     ]
     return n, edges, steps
@@ -261,9 +310,14 @@ def planted_cycle_streams(draw: st.DrawFn) -> tuple[int, list[Edge], list[Step]]
 @given(planted_cycle_streams())
 def test_strongly_connected_components_match_networkx(stream):
     _, initial, steps = stream
-    run_stream(lambda flow, e: dd.graph.strongly_connected_components(e),
-               {"src": "int64", "dst": "int64"}, initial, steps, nx_scc,
-               reference_inputs=edges_only)
+    run_stream(
+        lambda flow, e: dd.graph.strongly_connected_components(e),
+        {"src": "int64", "dst": "int64"},
+        initial,
+        steps,
+        nx_scc,
+        reference_inputs=edges_only,
+    )
 
 
 def test_scc_of_two_cycles_joined_then_separated():
@@ -271,22 +325,33 @@ def test_scc_of_two_cycles_joined_then_separated():
     a self-loop and a node on no cycle are singletons."""
     edges = [(1, 2), (2, 3), (3, 1), (4, 5), (5, 6), (6, 4), (3, 4), (7, 7), (6, 8)]
     steps: list[Step] = [([], [(5, 2)]), ([(5, 2)], []), ([(7, 7), (3, 4)], [(8, 6)])]
-    run_stream(lambda flow, e: dd.graph.strongly_connected_components(e),
-               {"src": "int64", "dst": "int64"}, edges, steps, nx_scc,
-               reference_inputs=edges_only)
+    run_stream(
+        lambda flow, e: dd.graph.strongly_connected_components(e),
+        {"src": "int64", "dst": "int64"},
+        edges,
+        steps,
+        nx_scc,
+        reference_inputs=edges_only,
+    )
 
 
 # ---------------------------------------------------------------------- distances
 
 
 @st.composite
-def source_changes(draw: st.DrawFn, n: int, epochs: int,
-                   offsets: bool) -> list[list[tuple[int, int]]]:
+def source_changes(
+    draw: st.DrawFn, n: int, epochs: int, offsets: bool
+) -> list[list[tuple[int, int]]]:
     """Per epoch, sources to toggle (insert if absent, remove if present), with offsets."""
     offset = st.integers(0, 12) if offsets else st.just(0)
-    return [draw(st.lists(st.tuples(st.integers(0, n - 1), offset),
-                          min_size=1 if e == 0 else 0, max_size=2))
-            for e in range(epochs)]
+    return [
+        draw(
+            st.lists(
+                st.tuples(st.integers(0, n - 1), offset), min_size=1 if e == 0 else 0, max_size=2
+            )
+        )
+        for e in range(epochs)
+    ]
 
 
 def distance_stream(draw: st.DrawFn, weights: bool, offsets: bool):
@@ -323,36 +388,54 @@ def drive_distances(build, initial, steps, toggles, weights: bool, offsets: bool
         return nx_multi_source(edges, best)
 
     schema = {"src": "int64", "dst": "int64", **({"weight": "int64"} if weights else {})}
+
     def accumulated(present: Counter) -> dict[str, Counter]:
         records = [s if offsets else (s[0],) for s in sources_now]
         return {"edges": Counter(present), "sources": Counter(dict.fromkeys(records, 1))}
 
-    run_stream(make, schema, initial, steps, oracle, before_epoch,
-               reference_inputs=accumulated)
+    run_stream(make, schema, initial, steps, oracle, before_epoch, reference_inputs=accumulated)
 
 
 @graph_settings(8)
 @given(st.data())
 def test_bfs_matches_networkx_from_changing_roots(data):
     initial, steps, toggles = distance_stream(data.draw, weights=False, offsets=False)
-    drive_distances(lambda e, roots: dd.graph.bfs(e, roots), initial, steps, toggles,
-                    weights=False, offsets=False)
+    drive_distances(
+        lambda e, roots: dd.graph.bfs(e, roots),
+        initial,
+        steps,
+        toggles,
+        weights=False,
+        offsets=False,
+    )
 
 
 @graph_settings(8)
 @given(st.data())
 def test_shortest_paths_match_networkx_dijkstra_multi_source(data):
     initial, steps, toggles = distance_stream(data.draw, weights=True, offsets=False)
-    drive_distances(lambda e, s: dd.graph.shortest_paths(e, s), initial, steps, toggles,
-                    weights=True, offsets=False)
+    drive_distances(
+        lambda e, s: dd.graph.shortest_paths(e, s),
+        initial,
+        steps,
+        toggles,
+        weights=True,
+        offsets=False,
+    )
 
 
 @graph_settings(5)
 @given(st.data())
 def test_prioritized_shortest_paths_with_source_offsets_match_networkx(data):
     initial, steps, toggles = distance_stream(data.draw, weights=True, offsets=True)
-    drive_distances(lambda e, s: dd.graph.shortest_paths(e, s, prioritized=True),
-                    initial, steps, toggles, weights=True, offsets=True)
+    drive_distances(
+        lambda e, s: dd.graph.shortest_paths(e, s, prioritized=True),
+        initial,
+        steps,
+        toggles,
+        weights=True,
+        offsets=True,
+    )
 
 
 # ---------------------------------------------------------------------- pagerank
@@ -360,8 +443,9 @@ def test_prioritized_shortest_paths_with_source_offsets_match_networkx(data):
 SCALE = 2**30
 
 
-def reference_pagerank(edges: set[Edge], iterations: int, damping: float = 0.85,
-                       scale: int = SCALE, den: int = 10**6) -> dict[int, int]:
+def reference_pagerank(
+    edges: set[Edge], iterations: int, damping: float = 0.85, scale: int = SCALE, den: int = 10**6
+) -> dict[int, int]:
     """The documented integer arithmetic of :func:`ddflow.graph.pagerank`, in plain Python:
     the mass of every node after ``iterations`` rounds."""
     d = round(damping * den)
@@ -394,9 +478,14 @@ def test_pagerank_equals_integer_reference_exactly(stream):
         # mass / 2**30 is exact in float64, so the ranks compare exactly
         return {(v, m / SCALE) for v, m in reference_pagerank(edges, iterations).items()}
 
-    run_stream(lambda flow, e: dd.graph.pagerank(e, iterations=iterations),
-               {"src": "int64", "dst": "int64"}, initial, steps, oracle,
-               reference_inputs=edges_only)
+    run_stream(
+        lambda flow, e: dd.graph.pagerank(e, iterations=iterations),
+        {"src": "int64", "dst": "int64"},
+        initial,
+        steps,
+        oracle,
+        reference_inputs=edges_only,
+    )
 
 
 @pytest.mark.parametrize("seed", [1, 2])

@@ -32,7 +32,9 @@ ALGORITHMS: dict[str, tuple[dict[str, str], Callable[[dd.Dataflow, Any], dd.Coll
     "connected_components": (EDGES, lambda f, e: dd.graph.connected_components(e)),
     "reachability_labels": (EDGES, lambda f, e: dd.graph.reachability_labels(e)),
     "strongly_connected_components": (
-        EDGES, lambda f, e: dd.graph.strongly_connected_components(e)),
+        EDGES,
+        lambda f, e: dd.graph.strongly_connected_components(e),
+    ),
     "bfs": (EDGES, lambda f, e: dd.graph.bfs(e, _roots(f))),
     "shortest_paths": (WEIGHTED, lambda f, e: dd.graph.shortest_paths(e, _roots(f))),
     "pagerank": (EDGES, lambda f, e: dd.graph.pagerank(e, iterations=3)),
@@ -45,7 +47,8 @@ def _edge(schema: dict[str, str], a: int, b: int) -> tuple[int, ...]:
 
 @pytest.mark.parametrize("name", sorted(ALGORITHMS))
 def test_an_edge_below_zero_stops_the_run_naming_the_algorithm_and_the_callers_line(
-        name: str) -> None:
+    name: str,
+) -> None:
     schema, algorithm = ALGORITHMS[name]
     flow = dd.Dataflow()
     edges = flow.input("edges", schema=schema, signed=True)
@@ -78,8 +81,10 @@ def test_edges_from_a_checked_input_get_no_extra_operator(name: str) -> None:
         flow = dd.Dataflow()
         algorithm(flow, flow.input("edges", schema=schema, signed=signed)).output()
         flow.run()
-        return (Counter(n.params.get("kind", n.op) for n in flow.plan.nodes),
-                sum(op.kind == "reduce" for op in flow.worker.operators))
+        return (
+            Counter(n.params.get("kind", n.op) for n in flow.plan.nodes),
+            sum(op.kind == "reduce" for op in flow.worker.operators),
+        )
 
     (checked, checked_reduces), (signed, signed_reduces) = build(False), build(True)
     assert checked["threshold"] == 0
@@ -117,14 +122,19 @@ def _edges_from(flow: dd.Dataflow, how: str) -> dd.Collection:
         "select": lambda: xs.select(src=dd.col("dst"), dst=dd.col("src")),
         "filter": lambda: xs.filter(dd.col("src") != dd.col("dst")),
         "concat": lambda: xs.concat(ys),
-        "join": lambda: xs.join(ys.select(dst=dd.col("src"), far=dd.col("dst")), on="dst")
-        .select(src=dd.col("src"), dst=dd.col("far")),
+        "join": lambda: xs.join(ys.select(dst=dd.col("src"), far=dd.col("dst")), on="dst").select(
+            src=dd.col("src"), dst=dd.col("far")
+        ),
         "map": lambda: xs.map(lambda r: (r[1], r[0])),
         "distinct of signed": lambda: zs.distinct(),
         "agg of signed": lambda: zs.group_by("src").agg(dst=dd.max("dst")),
-        "loop": lambda: xs.iterate(lambda x: x.concat(
-            x.join(x.select(dst=dd.col("src"), far=dd.col("dst")), on="dst")
-            .select(src=dd.col("src"), dst=dd.col("far"))).distinct()),
+        "loop": lambda: xs.iterate(
+            lambda x: x.concat(
+                x.join(x.select(dst=dd.col("src"), far=dd.col("dst")), on="dst").select(
+                    src=dd.col("src"), dst=dd.col("far")
+                )
+            ).distinct()
+        ),
         "signed": lambda: zs,
         "negate": lambda: xs.concat(ys.negate()),
         "threshold": lambda: xs.threshold(lambda m: m),
@@ -134,14 +144,28 @@ def _edges_from(flow: dd.Dataflow, how: str) -> dd.Collection:
     }[how]()
 
 
-@pytest.mark.parametrize("how,checked", [
-    ("select", False), ("filter", False), ("concat", False), ("join", False), ("map", False),
-    ("distinct of signed", False), ("agg of signed", False), ("loop", False),
-    ("signed", True), ("negate", True), ("threshold", True), ("concat with signed", True),
-    ("loop with negate", True), ("vertex", True),
-])
-def test_the_check_is_added_only_where_the_plan_allows_a_negative_edge(how: str,
-                                                                        checked: bool) -> None:
+@pytest.mark.parametrize(
+    "how,checked",
+    [
+        ("select", False),
+        ("filter", False),
+        ("concat", False),
+        ("join", False),
+        ("map", False),
+        ("distinct of signed", False),
+        ("agg of signed", False),
+        ("loop", False),
+        ("signed", True),
+        ("negate", True),
+        ("threshold", True),
+        ("concat with signed", True),
+        ("loop with negate", True),
+        ("vertex", True),
+    ],
+)
+def test_the_check_is_added_only_where_the_plan_allows_a_negative_edge(
+    how: str, checked: bool
+) -> None:
     flow = dd.Dataflow()
     edges = _edges_from(flow, how)
     before = sum(1 for n in flow.plan.nodes if n.params.get("kind") == "threshold")

@@ -38,7 +38,8 @@ def local_min_loop(edges: dd.Collection, seen: list[pl.DataFrame]) -> dd.Collect
     def local_min(x: dd.Collection) -> dd.Collection:
         x = x.inspect(seen.append)
         sent = x.join(symmetric, left_on="node", right_on="src").select(
-            node=dd.col("dst"), label=dd.col("label"))
+            node=dd.col("dst"), label=dd.col("label")
+        )
         return sent.concat(x).group_by("node").agg(label=dd.min("label"))
 
     return nodes.iterate(local_min)
@@ -76,10 +77,23 @@ def test_figure_5_fixed_point_at_iteration_3_and_figure_7_changes_only_nodes_3_a
     v = versions(seen)
     assert sorted(v) == [(0, 0), (0, 1), (0, 2), (0, 3)]
     assert v[(0, 0)] == Counter({(n, n): 1 for n in range(1, 7)})
-    assert v[(0, 1)] == Counter({(2, 1): 1, (2, 2): -1, (3, 1): 1, (3, 3): -1, (4, 2): 1,
-                                 (4, 4): -1, (5, 3): 1, (5, 5): -1, (6, 4): 1, (6, 6): -1})
-    assert v[(0, 2)] == Counter({(4, 1): 1, (4, 2): -1, (5, 1): 1, (5, 3): -1, (6, 2): 1,
-                                 (6, 4): -1})
+    assert v[(0, 1)] == Counter(
+        {
+            (2, 1): 1,
+            (2, 2): -1,
+            (3, 1): 1,
+            (3, 3): -1,
+            (4, 2): 1,
+            (4, 4): -1,
+            (5, 3): 1,
+            (5, 5): -1,
+            (6, 4): 1,
+            (6, 6): -1,
+        }
+    )
+    assert v[(0, 2)] == Counter(
+        {(4, 1): 1, (4, 2): -1, (5, 1): 1, (5, 3): -1, (6, 2): 1, (6, 4): -1}
+    )
     assert v[(0, 3)] == Counter({(6, 1): 1, (6, 2): -1})
 
     # Figure 7: remove the edge between nodes 1 and 3.
@@ -90,15 +104,18 @@ def test_figure_5_fixed_point_at_iteration_3_and_figure_7_changes_only_nodes_3_a
     v = versions(seen)
     # nothing at (1, 0); node 3 becomes 3 at (1, 1) (it was 1 at (0, 1)); node 5 follows at
     # (1, 2); no other node's history changes (the "unshaded circles" are these four updates)
-    assert v == {(1, 1): Counter({(3, 1): -1, (3, 3): 1}),
-                 (1, 2): Counter({(5, 1): -1, (5, 3): 1})}
+    assert v == {(1, 1): Counter({(3, 1): -1, (3, 3): 1}), (1, 2): Counter({(5, 1): -1, (5, 3): 1})}
 
     # the output's changes of the second epoch: only the affected nodes' rows appear
     for out in (loop, library):
         changes = out.changes()
         second = changes[changes["time"] == 1]
         assert sorted(second[["node", "label", "diff"]].itertuples(index=False, name=None)) == [
-            (3, 1, -1), (3, 3, 1), (5, 1, -1), (5, 3, 1)]
+            (3, 1, -1),
+            (3, 3, 1),
+            (5, 1, -1),
+            (5, 3, 1),
+        ]
         assert set(changes[changes["time"] == 0]["node"]) == set(range(1, 7))
 
 
@@ -117,7 +134,11 @@ def test_prioritized_six_node_components_agree_and_change_the_same_rows():
     changes = out.changes()
     second = changes[changes["time"] == 1]
     assert sorted(second[["node", "label", "diff"]].itertuples(index=False, name=None)) == [
-        (3, 1, -1), (3, 3, 1), (5, 1, -1), (5, 3, 1)]
+        (3, 1, -1),
+        (3, 3, 1),
+        (5, 1, -1),
+        (5, 3, 1),
+    ]
 
 
 def test_shortest_paths_figure_19_on_a_small_weighted_graph():
@@ -132,14 +153,23 @@ def test_shortest_paths_figure_19_on_a_small_weighted_graph():
     flow.advance_to(1)
     flow.run()
     assert dict(out.snapshot()[["node", "distance"]].itertuples(index=False, name=None)) == {
-        0: 0, 1: 7, 2: 3, 3: 8, 4: 5}
+        0: 0,
+        1: 7,
+        2: 3,
+        3: 8,
+        4: 5,
+    }
     edges.remove([(2, 1, 4)])
     flow.advance_to(2)
     flow.run()
     changes = out.changes()
     second = changes[changes["time"] == 1]
     assert sorted(second[["node", "distance", "diff"]].itertuples(index=False, name=None)) == [
-        (1, 7, -1), (1, 10, 1), (3, 8, -1), (3, 11, 1)]
+        (1, 7, -1),
+        (1, 10, 1),
+        (3, 8, -1),
+        (3, 11, 1),
+    ]
 
 
 def test_repeated_and_parallel_edges_count_once_in_every_label_and_distance_loop():
@@ -179,12 +209,18 @@ def test_repeated_and_parallel_edges_count_once_in_every_label_and_distance_loop
         return results()
 
     roots.insert([1])
-    first = epoch(insert=[(1, 2), (1, 2), (2, 3), (3, 2), (4, 5)],
-                  insert_w=[(1, 2, 5), (1, 2, 3), (1, 2, 3), (2, 3, 1)])
+    first = epoch(
+        insert=[(1, 2), (1, 2), (2, 3), (3, 2), (4, 5)],
+        insert_w=[(1, 2, 5), (1, 2, 3), (1, 2, 3), (2, 3, 1)],
+    )
     assert first == {
-        "cc": {1: 1, 2: 1, 3: 1, 4: 4, 5: 4}, "cc_prioritized": {1: 1, 2: 1, 3: 1, 4: 4, 5: 4},
-        "reach": {1: 1, 2: 1, 3: 1, 4: 4, 5: 4}, "bfs": {1: 0, 2: 1, 3: 2},
-        "sssp": {1: 0, 2: 3, 3: 4}, "scc": {1: 1, 2: 2, 3: 2, 4: 4, 5: 5}}
+        "cc": {1: 1, 2: 1, 3: 1, 4: 4, 5: 4},
+        "cc_prioritized": {1: 1, 2: 1, 3: 1, 4: 4, 5: 4},
+        "reach": {1: 1, 2: 1, 3: 1, 4: 4, 5: 4},
+        "bfs": {1: 0, 2: 1, 3: 2},
+        "sssp": {1: 0, 2: 3, 3: 4},
+        "scc": {1: 1, 2: 2, 3: 2, 4: 4, 5: 5},
+    }
     # one copy of each doubled edge gone: the other still counts, nothing changes
     before = len(outs["cc"].changes()), len(outs["sssp"].changes())
     assert epoch(remove=[(1, 2)], remove_w=[(1, 2, 3)]) == first
@@ -192,9 +228,13 @@ def test_repeated_and_parallel_edges_count_once_in_every_label_and_distance_loop
     # the last copies gone: 1 is cut off; the parallel edge of weight 5 counts now
     second = epoch(remove=[(1, 2)], remove_w=[(1, 2, 3)])
     assert second == {
-        "cc": {2: 2, 3: 2, 4: 4, 5: 4}, "cc_prioritized": {2: 2, 3: 2, 4: 4, 5: 4},
-        "reach": {2: 2, 3: 2, 4: 4, 5: 4}, "bfs": {1: 0}, "sssp": {1: 0, 2: 5, 3: 6},
-        "scc": {2: 2, 3: 2, 4: 4, 5: 5}}
+        "cc": {2: 2, 3: 2, 4: 4, 5: 4},
+        "cc_prioritized": {2: 2, 3: 2, 4: 4, 5: 4},
+        "reach": {2: 2, 3: 2, 4: 4, 5: 4},
+        "bfs": {1: 0},
+        "sssp": {1: 0, 2: 5, 3: 6},
+        "scc": {2: 2, 3: 2, 4: 4, 5: 5},
+    }
     # the same edge inserted three times, then removed twice: present once
     assert epoch(insert=[(5, 2)] * 3)["cc"] == {2: 2, 3: 2, 4: 2, 5: 2}
     third = epoch(remove=[(5, 2)] * 2)
@@ -212,6 +252,7 @@ def test_the_label_and_distance_loops_arrange_the_edges_once():
     edges before their loop (a distinct, or a least weight per pair, keeps two more
     arrangements of every edge and runs at every change): their reduces are the node set's
     or the roots' ``distinct`` and the loop's least."""
+
     def reduces(build) -> list[str]:
         flow = dd.Dataflow()
         edges = flow.input("edges", schema={"src": "int64", "dst": "int64", "weight": "int64"})

@@ -46,12 +46,16 @@ def identity_loop(body: Callable[[dd.Collection, dd.Collection], dd.Collection])
     return sorted(out.snapshot()[["src", "dst"]].itertuples(index=False, name=None))
 
 
-@pytest.mark.parametrize("body", [
-    pytest.param(lambda y, e: y.filter(dd.col("src") > 0), id="filter"),
-    pytest.param(lambda y, e: y.join(e.select(src=dd.col("src")).distinct(), on="src"),
-                 id="join"),
-    pytest.param(lambda y, e: y.filter(dd.col("src") > 0).consolidate(), id="consolidate"),
-])
+@pytest.mark.parametrize(
+    "body",
+    [
+        pytest.param(lambda y, e: y.filter(dd.col("src") > 0), id="filter"),
+        pytest.param(
+            lambda y, e: y.join(e.select(src=dd.col("src")).distinct(), on="src"), id="join"
+        ),
+        pytest.param(lambda y, e: y.filter(dd.col("src") > 0).consolidate(), id="consolidate"),
+    ],
+)
 def test_iterate_stops_when_a_body_without_reduce_reaches_its_fixed_point(body):
     assert identity_loop(body) == [(1, 2), (2, 1)]
 

@@ -148,9 +148,15 @@ def expected(plan: Plan, stream: Stream) -> list[list[Counter]]:
     return [list(column) for column in zip(*per_epoch, strict=True)]
 
 
-def check(plan: Plan, stream: Stream, points: set[int], runtime: str,
-          make_flow: Callable[[], dd.Dataflow], want: list[list[Counter]],
-          budget: float = BUDGET) -> dd.Dataflow:
+def check(
+    plan: Plan,
+    stream: Stream,
+    points: set[int],
+    runtime: str,
+    make_flow: Callable[[], dd.Dataflow],
+    want: list[list[Counter]],
+    budget: float = BUDGET,
+) -> dd.Dataflow:
     """Run ``stream`` on a new flow of ``make_flow`` and compare every output at every epoch
     with ``want`` (:func:`expected`)."""
     flow = make_flow()
@@ -192,8 +198,9 @@ def check(plan: Plan, stream: Stream, points: set[int], runtime: str,
 def test_random_plans_match_reference(data):
     """Plans of up to six operations (eight in the long profile), loops included."""
     plan = data.draw(plans(max_ops=6 if not LONG else 8), label="plan")
-    stream, points = data.draw(plan.streams_and_run_points(EPOCHS, UPDATES),
-                               label="stream, run points")
+    stream, points = data.draw(
+        plan.streams_and_run_points(EPOCHS, UPDATES), label="stream, run points"
+    )
     want = expected(plan, stream)
     for runtime, make_flow in RUNTIMES.items():
         check(plan, stream, points, runtime, make_flow, want)
@@ -204,8 +211,9 @@ def test_random_plans_match_reference(data):
 def test_random_loops_match_reference(data):
     """Plans with at least one loop (nested loops, loops over DAGs)."""
     plan = data.draw(plans(max_ops=4 if not LONG else 6, min_loops=1), label="plan")
-    stream, points = data.draw(plan.streams_and_run_points(EPOCHS, UPDATES),
-                               label="stream, run points")
+    stream, points = data.draw(
+        plan.streams_and_run_points(EPOCHS, UPDATES), label="stream, run points"
+    )
     want = expected(plan, stream)
     for runtime, make_flow in RUNTIMES.items():
         check(plan, stream, points, runtime, make_flow, want)
@@ -216,10 +224,20 @@ def test_random_loops_match_reference(data):
 @given(data=st.data())
 def test_random_plans_match_reference_on_spark(spark, data):
     """Small plans (one loop deep at most, small numbers: integer overflow raises on Spark)."""
-    plan = data.draw(plans(max_inputs=2, max_ops=2 if not LONG else 3, max_depth=1,
-                           extremes=False, spark=True, max_outputs=2), label="plan")
-    stream, points = data.draw(plan.streams_and_run_points(2 if not LONG else 3, 3),
-                               label="stream, run points")
+    plan = data.draw(
+        plans(
+            max_inputs=2,
+            max_ops=2 if not LONG else 3,
+            max_depth=1,
+            extremes=False,
+            spark=True,
+            max_outputs=2,
+        ),
+        label="plan",
+    )
+    stream, points = data.draw(
+        plan.streams_and_run_points(2 if not LONG else 3, 3), label="stream, run points"
+    )
     want = expected(plan, stream)
     flows: list[dd.Dataflow] = []
 

@@ -14,10 +14,10 @@ from harness import RUNTIMES, SPARK_SUBSET
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "runtime" not in metafunc.fixturenames:
         return
-    runtimes = [r for r in RUNTIMES
-                if r != "spark" or metafunc.function.__name__ in SPARK_SUBSET]
-    params = [pytest.param(r, marks=[pytest.mark.spark] if r == "spark" else [], id=r)
-              for r in runtimes]
+    runtimes = [r for r in RUNTIMES if r != "spark" or metafunc.function.__name__ in SPARK_SUBSET]
+    params = [
+        pytest.param(r, marks=[pytest.mark.spark] if r == "spark" else [], id=r) for r in runtimes
+    ]
     metafunc.parametrize("runtime", params, scope="session")
 
 

@@ -39,26 +39,29 @@ RUNTIMES: list[str] = ["local", "local-columnar", "spark"]
 #: nested-loop stream; ``tests/spark`` compares the two runtimes on seeded random streams of
 #: every operator family (nested loops included) and ``tests/graph`` runs connected
 #: components on Spark against NetworkX.
-SPARK_SUBSET: frozenset[str] = frozenset({
-    "test_filter_select_stream_table",
-    "test_concat_with_negation_cancels",
-    "test_fused_chains_call_inspect_with_every_batch",
-    "test_join_stream_table",
-    "test_semijoin_and_antijoin_stream_table",
-    "test_group_by_agg_stream_table",
-    "test_reduce_median_stream_table",
-    "test_distinct_and_threshold_stream_table",
-    "test_min_max_over_records_that_cancel_only_in_projection",
-    "test_reachability_stream_table",
-    "test_prioritized_iterate_with_max_iterations",
-    "test_distinct_of_figure_13",
-    "test_null_keys_stream_table",
-})
+SPARK_SUBSET: frozenset[str] = frozenset(
+    {
+        "test_filter_select_stream_table",
+        "test_concat_with_negation_cancels",
+        "test_fused_chains_call_inspect_with_every_batch",
+        "test_join_stream_table",
+        "test_semijoin_and_antijoin_stream_table",
+        "test_group_by_agg_stream_table",
+        "test_reduce_median_stream_table",
+        "test_distinct_and_threshold_stream_table",
+        "test_min_max_over_records_that_cancel_only_in_projection",
+        "test_reachability_stream_table",
+        "test_prioritized_iterate_with_max_iterations",
+        "test_distinct_of_figure_13",
+        "test_null_keys_stream_table",
+    }
+)
 
 Update = tuple[str, tuple[Any, ...], int]
 Stream = Sequence[Sequence[Update]]
-Build = Callable[[dd.Dataflow, dict[str, dd.InputCollection]],
-                 "dd.Collection | Sequence[dd.Collection]"]
+Build = Callable[
+    [dd.Dataflow, dict[str, dd.InputCollection]], "dd.Collection | Sequence[dd.Collection]"
+]
 
 
 def make_flow(runtime: str) -> dd.Dataflow:
@@ -79,8 +82,13 @@ def make_flow(runtime: str) -> dd.Dataflow:
 class Run:
     """A fed and run dataflow: its inputs, outputs, and the inputs accumulated per epoch."""
 
-    def __init__(self, flow: dd.Dataflow, inputs: dict[str, dd.InputCollection],
-                 outputs: list[dd.Output], stream: Stream) -> None:
+    def __init__(
+        self,
+        flow: dd.Dataflow,
+        inputs: dict[str, dd.InputCollection],
+        outputs: list[dd.Output],
+        stream: Stream,
+    ) -> None:
         self.flow = flow
         self.inputs = inputs
         self.outputs = outputs
@@ -110,9 +118,14 @@ RUN_BUDGET = 30.0
 SPARK_SLOWER = 20
 
 
-def run_stream(build: Build, schemas: Mapping[str, Mapping[str, str]], stream: Stream,
-               runtime: str, run_points: Iterable[int] | None = None,
-               budget: float = RUN_BUDGET) -> Run:
+def run_stream(
+    build: Build,
+    schemas: Mapping[str, Mapping[str, str]],
+    stream: Stream,
+    runtime: str,
+    run_points: Iterable[int] | None = None,
+    budget: float = RUN_BUDGET,
+) -> Run:
     """Build a flow, feed ``stream``, running after the epochs in ``run_points`` and at the end."""
     if runtime == "spark":
         budget *= SPARK_SLOWER
@@ -120,12 +133,18 @@ def run_stream(build: Build, schemas: Mapping[str, Mapping[str, str]], stream: S
         return _run_stream(build, schemas, stream, runtime, run_points)
 
 
-def _run_stream(build: Build, schemas: Mapping[str, Mapping[str, str]], stream: Stream,
-                runtime: str, run_points: Iterable[int] | None) -> Run:
+def _run_stream(
+    build: Build,
+    schemas: Mapping[str, Mapping[str, str]],
+    stream: Stream,
+    runtime: str,
+    run_points: Iterable[int] | None,
+) -> Run:
     flow = make_flow(runtime)
     # signed: the streams retract records never inserted, so multiplicities go negative
-    inputs = {name: flow.input(name, schema=schema, signed=True)
-              for name, schema in schemas.items()}
+    inputs = {
+        name: flow.input(name, schema=schema, signed=True) for name, schema in schemas.items()
+    }
     built = build(flow, inputs)
     collections = [built] if isinstance(built, dd.Collection) else list(built)
     outputs = [c.output() for c in collections]
@@ -133,8 +152,12 @@ def _run_stream(build: Build, schemas: Mapping[str, Mapping[str, str]], stream: 
     return Run(flow, inputs, outputs, stream)
 
 
-def feed_and_run(flow: dd.Dataflow, inputs: Mapping[str, dd.InputCollection], stream: Stream,
-                 run_points: Iterable[int] | None) -> None:
+def feed_and_run(
+    flow: dd.Dataflow,
+    inputs: Mapping[str, dd.InputCollection],
+    stream: Stream,
+    run_points: Iterable[int] | None,
+) -> None:
     """Feed ``stream`` epoch by epoch, running after the epochs in ``run_points`` (every one
     for None) and at the end."""
     points = set(range(len(stream))) if run_points is None else set(run_points)
@@ -190,9 +213,14 @@ def check_run(run: Run, epochs: Iterable[int] | None = None) -> None:
             )
 
 
-def check_stream(build: Build, schemas: Mapping[str, Mapping[str, str]], stream: Stream,
-                 runtime: str, run_points: Iterable[int] | None = None,
-                 budget: float = RUN_BUDGET) -> Run:
+def check_stream(
+    build: Build,
+    schemas: Mapping[str, Mapping[str, str]],
+    stream: Stream,
+    runtime: str,
+    run_points: Iterable[int] | None = None,
+    budget: float = RUN_BUDGET,
+) -> Run:
     """Run ``stream`` and check every output at every epoch against the reference."""
     run = run_stream(build, schemas, stream, runtime, run_points, budget)
     check_run(run)
@@ -201,8 +229,10 @@ def check_stream(build: Build, schemas: Mapping[str, Mapping[str, str]], stream:
 
 def changes_table(out: dd.Output) -> list[tuple[Any, ...]]:
     """``changes()`` as a sorted list of ``(*record, time, diff)`` rows, for exact expectations."""
-    return sorted((_nulls_as_none(r) for r in out.changes().itertuples(index=False)),
-                  key=lambda r: tuple((v is not None, v) for v in r))
+    return sorted(
+        (_nulls_as_none(r) for r in out.changes().itertuples(index=False)),
+        key=lambda r: tuple((v is not None, v) for v in r),
+    )
 
 
 def _nulls_as_none(row: Iterable[Any]) -> tuple[Any, ...]:
@@ -217,21 +247,24 @@ short_strs = st.sampled_from(["", "a", "b", "ab", "ba"])
 diffs = st.sampled_from([1, 1, 1, -1])
 
 
-def streams(records: Mapping[str, st.SearchStrategy[tuple[Any, ...]]], max_epochs: int = 5,
-            max_updates: int = 6) -> st.SearchStrategy[list[list[Update]]]:
+def streams(
+    records: Mapping[str, st.SearchStrategy[tuple[Any, ...]]],
+    max_epochs: int = 5,
+    max_updates: int = 6,
+) -> st.SearchStrategy[list[list[Update]]]:
     """Streams of ±1 updates to the named inputs: insertions, retractions (also of records never
     inserted, so negative multiplicities occur) and cancellations within an epoch."""
     names = sorted(records)
-    update = st.sampled_from(names).flatmap(
-        lambda n: st.tuples(st.just(n), records[n], diffs)
-    )
+    update = st.sampled_from(names).flatmap(lambda n: st.tuples(st.just(n), records[n], diffs))
     return st.lists(st.lists(update, max_size=max_updates), min_size=1, max_size=max_epochs)
 
 
 @st.composite
 def streams_and_run_points(
-    draw: st.DrawFn, records: Mapping[str, st.SearchStrategy[tuple[Any, ...]]],
-    max_epochs: int = 5, max_updates: int = 6,
+    draw: st.DrawFn,
+    records: Mapping[str, st.SearchStrategy[tuple[Any, ...]]],
+    max_epochs: int = 5,
+    max_updates: int = 6,
 ) -> tuple[list[list[Update]], set[int]]:
     """A stream and the epochs after which to ``run()`` (often none: all epochs in flight)."""
     stream = draw(streams(records, max_epochs, max_updates))
@@ -241,6 +274,8 @@ def streams_and_run_points(
 
 #: Hypothesis settings for the suite: moderate example counts, no deadline (the first run of a
 #: flow compiles expressions), and a fixture that is a plain runtime name.
-SETTINGS = settings(max_examples=30, deadline=None,
-                    suppress_health_check=[HealthCheck.function_scoped_fixture,
-                                           HealthCheck.too_slow])
+SETTINGS = settings(
+    max_examples=30,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)

@@ -75,8 +75,10 @@ def test_sliding_window_stays_bounded(runtime):
     def expected(e: int) -> tuple[Counter, Counter]:
         live = live_at(e)
         per_key = Counter(k for k, _ in live)
-        return (Counter((k, x, names[k]) for k, x in live),
-                Counter({(k, n): 1 for k, n in per_key.items()}))
+        return (
+            Counter((k, x, names[k]) for k, x in live),
+            Counter({(k, n): 1 for k, n in per_key.items()}),
+        )
 
     for i, out in enumerate([joined, counts]):
         ch = out.changes()

@@ -33,8 +33,9 @@ def test_join_stream_table(runtime):
         [("r", (1, 10), -1), ("r", (1, 11), 1)],
         [("l", (2, "b"), -1), ("l", (3, "c"), -1), ("r", (3, 30), 1)],
     ]
-    run = check_stream(lambda flow, i: i["l"].join(i["r"], on="k"), LR, stream, runtime,
-                       run_points=[1])
+    run = check_stream(
+        lambda flow, i: i["l"].join(i["r"], on="k"), LR, stream, runtime, run_points=[1]
+    )
     #                                        k   a    b  time diff
     assert changes_table(run.outputs[0]) == [
         (1, "a", 10, 0, 1),
@@ -100,8 +101,10 @@ def test_semijoin_antijoin_match_reference(runtime, case):
     check_stream(build, LR, stream, runtime, run_points)
 
 
-MULTI = {"p": {"k1": "int64", "k2": "str", "v": "int64"},
-         "q": {"j1": "int64", "k2": "str", "w": "int64"}}
+MULTI = {
+    "p": {"k1": "int64", "k2": "str", "v": "int64"},
+    "q": {"j1": "int64", "k2": "str", "w": "int64"},
+}
 multi_records = {
     "p": st.tuples(st.integers(0, 2), st.sampled_from(["a", "b"]), small_ints),
     "q": st.tuples(st.integers(0, 2), st.sampled_from(["a", "b"]), small_ints),

@@ -108,8 +108,11 @@ def test_linear_operators_match_reference(runtime, case):
 
 
 @SETTINGS
-@given(case=streams_and_run_points({"xs": st.tuples(small_ints, st.sampled_from([-1.5, 0.1, 2.0]))},
-                                   max_updates=4))
+@given(
+    case=streams_and_run_points(
+        {"xs": st.tuples(small_ints, st.sampled_from([-1.5, 0.1, 2.0]))}, max_updates=4
+    )
+)
 def test_float_expressions_match_reference(runtime, case):
     stream, run_points = case
 
@@ -161,10 +164,18 @@ def _chains(flow, i):
     looped = ys.with_columns(x=dd.col("x") % 3).filter(dd.col("s") != "ab").iterate(body)
     shared = ys.select(x=dd.col("x") + 1, s=dd.col("s"))  # (read twice: an operator)
     # a join's inputs: a concat of chains, and a chain (each arranged as it arrives)
-    joined = (xs.filter(dd.col("x") >= 1).select("x", "s").concat(ys.negate())
-              .join(ys.filter(dd.col("x") < 5).select("x", t=dd.col("s")), on="x"))
-    return [mixed, looped.select("s", y=dd.col("x") * 10).filter(dd.col("y") > 0),
-            shared.concat(shared.filter(dd.col("x") > 2).negate()), joined]
+    joined = (
+        xs.filter(dd.col("x") >= 1)
+        .select("x", "s")
+        .concat(ys.negate())
+        .join(ys.filter(dd.col("x") < 5).select("x", t=dd.col("s")), on="x")
+    )
+    return [
+        mixed,
+        looped.select("s", y=dd.col("x") * 10).filter(dd.col("y") > 0),
+        shared.concat(shared.filter(dd.col("x") > 2).negate()),
+        joined,
+    ]
 
 
 @SETTINGS
@@ -207,11 +218,25 @@ def test_fused_chains_call_inspect_with_every_batch(runtime):
         return sorted(r for b in batches for r in b.iter_rows())
 
     #                       x   s  time diff
-    assert rows(inside) == [(1, "a", 0, 1), (2, "b", 0, 1), (2, "b", 1, -1), (3, "a", 1, 1),
-                            (3, "a", 3, -1)]
+    assert rows(inside) == [
+        (1, "a", 0, 1),
+        (2, "b", 0, 1),
+        (2, "b", 1, -1),
+        (3, "a", 1, 1),
+        (3, "a", 3, -1),
+    ]
     #                       y time diff
-    assert rows(unread) == [(2, 0, 1), (4, 0, 1), (4, 1, -1), (6, 1, 1), (6, 3, -1), (14, 0, 1),
-                            (18, 3, 1)]
-    assert any(op.name == "concat(filter+inspect+select, select+negate)"
-               for op in run.flow.worker.operators)
+    assert rows(unread) == [
+        (2, 0, 1),
+        (4, 0, 1),
+        (4, 1, -1),
+        (6, 1, 1),
+        (6, 3, -1),
+        (14, 0, 1),
+        (18, 3, 1),
+    ]
+    assert any(
+        op.name == "concat(filter+inspect+select, select+negate)"
+        for op in run.flow.worker.operators
+    )
     assert any(op.name == "select+inspect" for op in run.flow.worker.operators)

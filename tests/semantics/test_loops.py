@@ -94,8 +94,9 @@ def test_reachability_stream_table(runtime):
         [("edges", (0, 3), 1)],
         [("roots", (0,), -1), ("roots", (2,), 1), ("edges", (1, 2), 1)],
     ]
-    run = check_stream(lambda flow, i: reach(i["roots"], i["edges"]), GRAPH, stream, runtime,
-                       run_points=[])
+    run = check_stream(
+        lambda flow, i: reach(i["roots"], i["edges"]), GRAPH, stream, runtime, run_points=[]
+    )
     #                                      n time diff
     assert changes_table(run.outputs[0]) == [
         (0, 0, 1),
@@ -115,8 +116,9 @@ def test_max_iterations_applies_the_body_k_times(runtime):
     def build(flow, i):
         r = i["roots"]
         bump = r.iterate(lambda x: x.select(n=dd.col("n") + 1), max_iterations=3)
-        capped = r.iterate(lambda x: x.select(n=dd.least(dd.col("n") + 1, dd.lit(2))),
-                           max_iterations=5)  # converges at 2 before the limit
+        capped = r.iterate(
+            lambda x: x.select(n=dd.least(dd.col("n") + 1, dd.lit(2))), max_iterations=5
+        )  # converges at 2 before the limit
         return [bump, capped]
 
     run = check_stream(build, GRAPH, stream, runtime)
@@ -178,8 +180,9 @@ def test_label_propagation_matches_reference(runtime, case):
 @given(case=streams_and_run_points(weighted_records, max_updates=6))
 def test_shortest_distances_match_reference(runtime, case):
     stream, run_points = case
-    check_stream(lambda flow, i: distances(i["roots"], i["edges"]), WEIGHTED, stream, runtime,
-                 run_points)
+    check_stream(
+        lambda flow, i: distances(i["roots"], i["edges"]), WEIGHTED, stream, runtime, run_points
+    )
 
 
 @SETTINGS
@@ -198,10 +201,16 @@ def test_max_iterations_matches_reference(runtime, case, k):
     check_stream(build, GRAPH, stream, runtime, run_points)
 
 
-NESTED = {"roots": {"n": "int64"}, "a": {"src": "int64", "dst": "int64"},
-          "b": {"src": "int64", "dst": "int64"}}
-nested_records = {"roots": st.tuples(nodes), "a": st.tuples(nodes, nodes),
-                  "b": st.tuples(nodes, nodes)}
+NESTED = {
+    "roots": {"n": "int64"},
+    "a": {"src": "int64", "dst": "int64"},
+    "b": {"src": "int64", "dst": "int64"},
+}
+nested_records = {
+    "roots": st.tuples(nodes),
+    "a": st.tuples(nodes, nodes),
+    "b": st.tuples(nodes, nodes),
+}
 
 
 def nested_reach(i: dict[str, dd.Collection]) -> dd.Collection:
@@ -234,8 +243,16 @@ def test_nested_loops_match_reference(runtime, case):
 
 @SETTINGS
 @given(case=streams_and_run_points(nested_records, max_updates=6))
-@example(case=([[("roots", (0,), 1)], [("a", (0, 0), -1), ("b", (0, 0), -1)],
-                [("a", (0, 0), 1), ("b", (0, 0), 1)]], {0, 1, 2}))
+@example(
+    case=(
+        [
+            [("roots", (0,), 1)],
+            [("a", (0, 0), -1), ("b", (0, 0), -1)],
+            [("a", (0, 0), 1), ("b", (0, 0), 1)],
+        ],
+        {0, 1, 2},
+    )
+)
 def test_operators_reading_frontiers_run_with_every_change_propagated(runtime, case):
     """``run()`` propagates pointstamp changes only before an operator that reads frontiers
     runs (or when none is active), not after every step (``Worker._step``): every such
@@ -245,8 +262,7 @@ def test_operators_reading_frontiers_run_with_every_change_propagated(runtime, c
     epoch."""
     stream, run_points = case
     flow = make_flow(runtime)
-    inputs = {name: flow.input(name, schema=schema, signed=True)
-              for name, schema in NESTED.items()}
+    inputs = {name: flow.input(name, schema=schema, signed=True) for name, schema in NESTED.items()}
     built = nested_reach(inputs)
     outputs = [built.output(), built.group_by("n").agg(c=dd.count()).output()]
     flow._ensure_built()
@@ -256,6 +272,7 @@ def test_operators_reading_frontiers_run_with_every_change_propagated(runtime, c
     # iteration of a key in it: not the run's propagation, which this test counts)
     for op in worker.operators:
         if op.watches_frontier:
+
             def checked(op=op, schedule=op.schedule):
                 tracker = worker.tracker
                 if op.frontier_on_demand:
@@ -268,6 +285,7 @@ def test_operators_reading_frontiers_run_with_every_change_propagated(runtime, c
                     schedule()
                 finally:
                     running[0] = False
+
             op.schedule = checked
     propagates = [0]
     tracker_propagate = worker.tracker.propagate
@@ -357,8 +375,9 @@ def test_loop_with_a_body_linear_in_the_variable_terminates(runtime, body):
     def build(flow, i):
         return i["xs"].iterate(lambda x: bodies[body](x, i["ys"]))
 
-    run = check_stream(build, {"xs": {"x": "int64"}, "ys": {"x": "int64"}}, stream, runtime,
-                       budget=3.0)
+    run = check_stream(
+        build, {"xs": {"x": "int64"}, "ys": {"x": "int64"}}, stream, runtime, budget=3.0
+    )
     assert changes_table(run.outputs[0]) == [(1, 0, 1)]
 
 

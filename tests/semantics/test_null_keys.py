@@ -33,15 +33,24 @@ def build(flow, i):
 
 def test_null_keys_stream_table(runtime):
     stream = [
-        [("l", (None, None, 1), 1), ("l", (None, "a", 2), 1), ("l", (1, None, 3), 1),
-         ("r", (None, 7), 1), ("r", (1, 8), 1)],
+        [
+            ("l", (None, None, 1), 1),
+            ("l", (None, "a", 2), 1),
+            ("l", (1, None, 3), 1),
+            ("r", (None, 7), 1),
+            ("r", (1, 8), 1),
+        ],
         [("l", (None, None, 1), -1), ("l", (2, "a", 5), 1)],
     ]
     run = check_stream(build, SCHEMAS, stream, runtime, run_points=[])
     #                                       k  n total lo hi time diff
-    assert changes_table(run.outputs[0]) == [(None, 1, 2, 2, 2, 1, 1), (None, 2, 3, 1, 2, 0, 1),
-                                             (None, 2, 3, 1, 2, 1, -1), (1, 1, 3, 3, 3, 0, 1),
-                                             (2, 1, 5, 5, 5, 1, 1)]
+    assert changes_table(run.outputs[0]) == [
+        (None, 1, 2, 2, 2, 1, 1),
+        (None, 2, 3, 1, 2, 0, 1),
+        (None, 2, 3, 1, 2, 1, -1),
+        (1, 1, 3, 3, 3, 0, 1),
+        (2, 1, 5, 5, 5, 1, 1),
+    ]
     # the null-keyed rows join nothing; (1, None, 3) meets (1, 8)
     assert changes_table(run.outputs[4]) == [(1, None, 3, 8, 0, 1)]
 

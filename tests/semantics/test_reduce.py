@@ -154,11 +154,15 @@ def test_group_functions_match_reference(runtime, case):
             by_k.reduce(second_smallest, schema={"second": "int64"}),
             by_k.reduce(count_parity, schema={"odd": "int64"}),
             # two key columns: the key is a tuple
-            g.group_by("k", "v").reduce(lambda key, grp: [(key[0] * 10 + key[1], len(grp))],
-                                        schema={"code": "int64", "n": "int64"}),
+            g.group_by("k", "v").reduce(
+                lambda key, grp: [(key[0] * 10 + key[1], len(grp))],
+                schema={"code": "int64", "n": "int64"},
+            ),
             # many output rows per group, and rows depending on multiplicities
-            g.group_by("k").reduce(lambda key, grp: [(vals[0], m) for vals, m in grp if m > 1],
-                                   schema={"v": "int64", "m": "int64"}),
+            g.group_by("k").reduce(
+                lambda key, grp: [(vals[0], m) for vals, m in grp if m > 1],
+                schema={"v": "int64", "m": "int64"},
+            ),
         ]
 
     check_stream(build, G, stream, runtime, run_points)
@@ -184,8 +188,15 @@ def test_distinct_and_threshold_match_reference(runtime, case):
 
 
 @SETTINGS
-@given(case=streams_and_run_points({"l": st.tuples(st.integers(0, 3), small_ints),
-                                    "r": st.tuples(st.integers(0, 3), small_ints)}, max_updates=8))
+@given(
+    case=streams_and_run_points(
+        {
+            "l": st.tuples(st.integers(0, 3), small_ints),
+            "r": st.tuples(st.integers(0, 3), small_ints),
+        },
+        max_updates=8,
+    )
+)
 def test_reductions_of_joins_match_reference(runtime, case):
     stream, run_points = case
     schemas = {"l": {"k": "int64", "a": "int64"}, "r": {"k": "int64", "b": "int64"}}
@@ -246,5 +257,9 @@ def test_min_max_of_a_group_whose_values_are_all_null_is_null(runtime):
     out = run.outputs[0]
     assert str(out.schema["lo"]) == "int64?" and str(out.schema["hi"]) == "int64?"
     #                                      k  lo    hi  time diff
-    assert changes_table(out) == [(1, None, None, 0, 1), (2, None, None, 1, 1),
-                                  (2, 5, 5, 0, 1), (2, 5, 5, 1, -1)]
+    assert changes_table(out) == [
+        (1, None, None, 0, 1),
+        (2, None, None, 1, 1),
+        (2, 5, 5, 0, 1),
+        (2, 5, 5, 1, -1),
+    ]

@@ -11,16 +11,17 @@ from __future__ import annotations
 from harness import changes_table, check_stream
 
 FIGURE_13 = [
-    [],                                                  # t = 0: {}
+    [],  # t = 0: {}
     [("xs", ("A",), 1), ("xs", ("A",), 1), ("xs", ("B",), 1), ("xs", ("C",), 1)],
-    [("xs", ("A",), -1)],                                # t = 2: {A, B, C}
-    [("xs", ("A",), -1)],                                # t = 3: {B, C}
+    [("xs", ("A",), -1)],  # t = 2: {A, B, C}
+    [("xs", ("A",), -1)],  # t = 3: {B, C}
 ]
 
 
 def test_distinct_of_figure_13(runtime):
-    run = check_stream(lambda flow, i: i["xs"].distinct(), {"xs": {"r": "str"}}, FIGURE_13,
-                       runtime, run_points=[])
+    run = check_stream(
+        lambda flow, i: i["xs"].distinct(), {"xs": {"r": "str"}}, FIGURE_13, runtime, run_points=[]
+    )
     (out,) = run.outputs
     #                         record time diff
     assert changes_table(out) == [
@@ -39,6 +40,5 @@ def test_distinct_of_figure_13(runtime):
 
 
 def test_distinct_of_figure_13_one_epoch_at_a_time(runtime):
-    run = check_stream(lambda flow, i: i["xs"].distinct(), {"xs": {"r": "str"}}, FIGURE_13,
-                       runtime)
+    run = check_stream(lambda flow, i: i["xs"].distinct(), {"xs": {"r": "str"}}, FIGURE_13, runtime)
     assert changes_table(run.outputs[0]) == [("A", 1, 1), ("A", 3, -1), ("B", 1, 1), ("C", 1, 1)]

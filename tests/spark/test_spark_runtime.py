@@ -37,8 +37,12 @@ Build = Callable[[dict[str, dd.InputCollection]], Sequence[dd.Collection]]
 # ---------------------------------------------------------------------- driver
 
 
-def random_stream(rng: random.Random, records: dict[str, Callable[[random.Random], tuple]],
-                  epochs: int, per_epoch: int) -> list[list[Update]]:
+def random_stream(
+    rng: random.Random,
+    records: dict[str, Callable[[random.Random], tuple]],
+    epochs: int,
+    per_epoch: int,
+) -> list[list[Update]]:
     """±1 updates; a retraction usually removes a record inserted earlier."""
     live: list[tuple[str, tuple]] = []
     stream = []
@@ -58,8 +62,13 @@ def random_stream(rng: random.Random, records: dict[str, Callable[[random.Random
     return stream
 
 
-def run(flow: dd.Dataflow, schemas: dict[str, dict[str, str]], build: Build,
-        stream: list[list[Update]], run_points: set[int]) -> list[dd.Output]:
+def run(
+    flow: dd.Dataflow,
+    schemas: dict[str, dict[str, str]],
+    build: Build,
+    stream: list[list[Update]],
+    run_points: set[int],
+) -> list[dd.Output]:
     inputs = {name: flow.input(name, schema=s) for name, s in schemas.items()}
     outputs = [c.output() for c in build(inputs)]
     for e, updates in enumerate(stream):
@@ -91,10 +100,15 @@ def same(got: pl.DataFrame, want: pl.DataFrame, what: str) -> None:
         raise AssertionError(f"{what}: {e}\nspark:\n{got}\nlocal:\n{want}") from None
 
 
-def check_both(spark: Any, schemas: dict[str, dict[str, str]], build: Build,
-               stream: list[list[Update]], run_points: set[int],
-               against_reference: bool = True, spark_runtime: Any = None,
-               ) -> tuple[dd.Dataflow, list[dd.Output]]:
+def check_both(
+    spark: Any,
+    schemas: dict[str, dict[str, str]],
+    build: Build,
+    stream: list[list[Update]],
+    run_points: set[int],
+    against_reference: bool = True,
+    spark_runtime: Any = None,
+) -> tuple[dd.Dataflow, list[dd.Output]]:
     """Run on both runtimes (the Spark one ``spark_runtime``, default ``SparkRuntime(spark)``);
     compare every epoch's snapshot and the change logs."""
     local_flow = dd.Dataflow()
@@ -122,8 +136,12 @@ XS = {"xs": {"k": "int64", "v": "int64", "f": "float64?", "s": "str?"}}
 
 
 def xs_record(rng: random.Random) -> tuple:
-    return (rng.randrange(3), rng.randrange(-3, 6), rng.choice([None, -1.5, 0.0, 0.25, 2.0]),
-            rng.choice([None, "", "ab", "Ba", "abc"]))
+    return (
+        rng.randrange(3),
+        rng.randrange(-3, 6),
+        rng.choice([None, -1.5, 0.0, 0.25, 2.0]),
+        rng.choice([None, "", "ab", "Ba", "abc"]),
+    )
 
 
 def test_linear_operators_and_expressions(spark):
@@ -139,7 +157,10 @@ def test_linear_operators_and_expressions(spark):
             txt=dd.concat_str(s.str.upper(), k, separator="-"),
             has=s.str.contains("b") ^ s.str.starts_with("a"),
             n=s.str.len().fill_null(-1),
-            cls=dd.when(v < 0).then(dd.lit("neg")).when(v == 0).then(dd.lit("zero"))
+            cls=dd.when(v < 0)
+            .then(dd.lit("neg"))
+            .when(v == 0)
+            .then(dd.lit("zero"))
             .otherwise(dd.lit("pos")),
             g=dd.greatest(f, v, dd.lit(0.5)),
             r=(f * 3 + 0.125).round(1),
@@ -152,8 +173,15 @@ def test_linear_operators_and_expressions(spark):
         mapped = xs.map(lambda r: (r[0] + r[1], r[3] or "-"), schema={"sum": "int64", "s": "str"})
         flat = xs.flat_map(lambda r: [(r[0],)] * (r[1] % 3), schema={"k": "int64"})
         both = xs.select("k", "v").concat(xs.select("k", v=dd.col("v") + 1).negate())
-        return [exprs, kept, mapped, flat, both, xs.select("k", "v").distinct(),
-                xs.select("k").threshold(lambda m: 1 if m >= 2 else 0)]
+        return [
+            exprs,
+            kept,
+            mapped,
+            flat,
+            both,
+            xs.select("k", "v").distinct(),
+            xs.select("k").threshold(lambda m: 1 if m >= 2 else 0),
+        ]
 
     rng = random.Random(1)
     stream = random_stream(rng, {"xs": xs_record}, epochs=3, per_epoch=5)
@@ -162,8 +190,10 @@ def test_linear_operators_and_expressions(spark):
 
 # ---------------------------------------------------------------------- joins and reductions
 
-JOINS = {"a": {"k": "int64", "j": "int32", "x": "int64"},
-         "b": {"k": "int64", "j": "int64", "y": "str"}}
+JOINS = {
+    "a": {"k": "int64", "j": "int32", "x": "int64"},
+    "b": {"k": "int64", "j": "int64", "y": "str"},
+}
 
 
 def test_joins_and_group_by(spark):
@@ -174,8 +204,9 @@ def test_joins_and_group_by(spark):
             a.join(b, left_on="x", right_on="j"),
             a.semijoin(b, on="k"),
             a.antijoin(b, on="k"),
-            a.group_by("k").agg(n=dd.count(), total=dd.sum("x"), lo=dd.min("x"),
-                                hi=dd.max("x"), avg=dd.mean("x")),
+            a.group_by("k").agg(
+                n=dd.count(), total=dd.sum("x"), lo=dd.min("x"), hi=dd.max("x"), avg=dd.mean("x")
+            ),
             b.group_by("k", "y").reduce(
                 lambda key, group: [(len(group), sum(j * m for (j,), m in group))],
                 schema={"distinct_rows": "int64", "weighted": "int64"},
@@ -200,8 +231,11 @@ def edge(rng: random.Random) -> tuple:
     return (rng.randrange(5), rng.randrange(5))
 
 
-NESTED = {"roots": {"n": "int64"}, "a": {"src": "int64", "dst": "int64"},
-          "b": {"src": "int64", "dst": "int64"}}
+NESTED = {
+    "roots": {"n": "int64"},
+    "a": {"src": "int64", "dst": "int64"},
+    "b": {"src": "int64", "dst": "int64"},
+}
 
 
 def nested_reach(i: dict[str, dd.Collection]) -> dd.Collection:
@@ -295,8 +329,13 @@ def test_spark_dataframe_inputs_stay_on_spark(spark):
     flow.run()
     rows = sorted(tuple(r) for r in out.changes().itertuples(index=False))
     #               k  n total time diff
-    assert rows == [(1, 1, 3, 1, 1), (1, 2, 5, 0, 1), (1, 2, 5, 1, -1), (2, 2, 6, 0, 1),
-                    (3, 2, 14, 1, 1)]
+    assert rows == [
+        (1, 1, 3, 1, 1),
+        (1, 2, 5, 0, 1),
+        (1, 2, 5, 1, -1),
+        (2, 2, 6, 0, 1),
+        (3, 2, 14, 1, 1),
+    ]
 
 
 def test_the_runtime_sets_its_session_settings(spark):
@@ -317,13 +356,18 @@ def test_the_runtime_sets_its_session_settings(spark):
 def test_null_keys_group_as_in_the_reference(spark):
     """A null key is a group (reference semantics); joins never match null keys (SQL)."""
     schemas = {"xs": {"k": "int64?", "s": "str?", "v": "int64"}}
-    stream = [[("xs", (None, None, 1), 1), ("xs", (None, "a", 2), 1), ("xs", (1, None, 3), 1)],
-              [("xs", (None, None, 1), -1), ("xs", (2, "a", 5), 1)]]
+    stream = [
+        [("xs", (None, None, 1), 1), ("xs", (None, "a", 2), 1), ("xs", (1, None, 3), 1)],
+        [("xs", (None, None, 1), -1), ("xs", (2, "a", 5), 1)],
+    ]
 
     def build(i):
         xs = i["xs"]
-        return [xs.group_by("k").agg(n=dd.count(), lo=dd.min("v")),
-                xs.group_by("s").agg(n=dd.count()), xs.distinct()]
+        return [
+            xs.group_by("k").agg(n=dd.count(), lo=dd.min("v")),
+            xs.group_by("s").agg(n=dd.count()),
+            xs.distinct(),
+        ]
 
     flow = dd.Dataflow(runtime=dd.SparkRuntime(spark))
     outs = run(flow, schemas, build, stream, run_points=set())
@@ -346,14 +390,32 @@ def test_local_null_keys_group_as_in_the_reference():
 # ---------------------------------------------------------------------- expressions, exactly
 
 EDGE = {
-    "a": "int64?", "b": "int64?", "i": "int32?", "x": "float64?", "y": "float64?",
-    "f": "float32?", "s": "str?", "p": "bool?", "d": "date?", "t": "datetime?",
+    "a": "int64?",
+    "b": "int64?",
+    "i": "int32?",
+    "x": "float64?",
+    "y": "float64?",
+    "f": "float32?",
+    "s": "str?",
+    "p": "bool?",
+    "d": "date?",
+    "t": "datetime?",
 }
 NAN, INF = float("nan"), float("inf")
 EDGE_ROWS = [
     (7, 2, 7, 7.5, 2.0, 1.5, "abc", True, dt.date(2024, 1, 2), dt.datetime(2024, 1, 2, 3, 4, 5, 6)),
-    (-7, 2, -7, -7.5, -2.0, -0.1, "ABC", False, dt.date(1900, 3, 1),
-     dt.datetime(1969, 12, 31, 23, 59, 59, 500000)),
+    (
+        -7,
+        2,
+        -7,
+        -7.5,
+        -2.0,
+        -0.1,
+        "ABC",
+        False,
+        dt.date(1900, 3, 1),
+        dt.datetime(1969, 12, 31, 23, 59, 59, 500000),
+    ),
     (7, -2, 100, 1.0, 0.0, 2.675, "", None, None, None),
     (-7, -2, -3, -1.0, -0.0, 0.285, " 12", True, dt.date(2000, 2, 29), None),
     (0, 0, 0, 0.0, 0.0, 1e30, "1.5", False, None, dt.datetime(2000, 1, 1)),
@@ -373,32 +435,85 @@ def edge_expressions() -> dict[str, dd.Expr]:
     a, b, i, x, y = dd.col("a"), dd.col("b"), dd.col("i"), dd.col("x"), dd.col("y")
     f, s, p, d, t = dd.col("f"), dd.col("s"), dd.col("p"), dd.col("d"), dd.col("t")
     return {
-        "add": a + b, "sub": i - 1, "mul": a * b, "i32": i * 2 + 1,
-        "div": a / b, "fdiv": x / y, "f32div": f / (f + 1),
-        "floordiv": a // b, "mod": a % b, "ffloordiv": x // y, "fmod": x % y,
-        "f32mod": f % (f - 1), "pow": b**a, "fpow": y**x, "f32pow": f**f,
-        "eq": x == y, "lt": x < y, "ge": f >= x, "ne": a != i, "nan_eq": x == NAN,
-        "f32cmp": f > 0.1, "icmp": i > 1.5, "str_lt": s < "b",
-        "and": p & (a > 0), "or": p | (a > 0), "xor": p ^ (b > 0), "not": ~p,
-        "neg": -x, "abs": x.abs(), "iabs": i.abs(),
-        "to_i": x.cast("int64"), "to_i32": a.cast("int32"), "to_f32": x.cast("float32"),
-        "f_to_s": x.cast("str"), "f32_to_s": f.cast("str"), "i_to_s": a.cast("str"),
-        "s_to_i": s.cast("int64"), "s_to_f": s.cast("float64"), "b_to_i": p.cast("int64"),
-        "t_to_s": t.cast("str"), "d_to_s": d.cast("str"), "t_to_d": t.cast("date"),
-        "d_to_t": d.cast("datetime"), "i_to_b": a.cast("bool"),
+        "add": a + b,
+        "sub": i - 1,
+        "mul": a * b,
+        "i32": i * 2 + 1,
+        "div": a / b,
+        "fdiv": x / y,
+        "f32div": f / (f + 1),
+        "floordiv": a // b,
+        "mod": a % b,
+        "ffloordiv": x // y,
+        "fmod": x % y,
+        "f32mod": f % (f - 1),
+        "pow": b**a,
+        "fpow": y**x,
+        "f32pow": f**f,
+        "eq": x == y,
+        "lt": x < y,
+        "ge": f >= x,
+        "ne": a != i,
+        "nan_eq": x == NAN,
+        "f32cmp": f > 0.1,
+        "icmp": i > 1.5,
+        "str_lt": s < "b",
+        "and": p & (a > 0),
+        "or": p | (a > 0),
+        "xor": p ^ (b > 0),
+        "not": ~p,
+        "neg": -x,
+        "abs": x.abs(),
+        "iabs": i.abs(),
+        "to_i": x.cast("int64"),
+        "to_i32": a.cast("int32"),
+        "to_f32": x.cast("float32"),
+        "f_to_s": x.cast("str"),
+        "f32_to_s": f.cast("str"),
+        "i_to_s": a.cast("str"),
+        "s_to_i": s.cast("int64"),
+        "s_to_f": s.cast("float64"),
+        "b_to_i": p.cast("int64"),
+        "t_to_s": t.cast("str"),
+        "d_to_s": d.cast("str"),
+        "t_to_d": t.cast("date"),
+        "d_to_t": d.cast("datetime"),
+        "i_to_b": a.cast("bool"),
         "when": dd.when(a > 0).then(x).when(b > 0).then(y),
         "when_f32": dd.when(p).then(f).otherwise(0.1),
-        "is_null": x.is_null(), "not_null": s.is_not_null(), "fill": x.fill_null(y),
-        "in": a.is_in([0, 2**40, 7]), "fin": x.is_in([NAN, 1.0, 2.5]), "sin": s.is_in(["", "x1"]),
-        "round0": x.round(), "round2": x.round(2), "f32round": f.round(2),
-        "floor": x.floor(), "ceil": y.ceil(), "f32floor": f.floor(),
-        "sqrt": x.sqrt(), "log": y.log(), "log1p": y.log1p(), "exp": y.exp(), "f32exp": f.exp(),
-        "clip": x.clip(-1.0, y), "iclip": a.clip(lower=0), "clipnan": y.clip(upper=x),
-        "lower": s.str.lower(), "upper": s.str.upper(), "len": s.str.len(),
-        "contains": s.str.contains("b"), "starts": s.str.starts_with("a"),
-        "ends": s.str.ends_with("c"), "year": d.dt.year(), "tyear": t.dt.year(),
-        "least": dd.least(x, y, 1.0), "greatest": dd.greatest(x, y), "igreatest": dd.greatest(a, i),
-        "coalesce": dd.coalesce(x, y, 0.0), "concat": dd.concat_str(s, a, separator="/"),
+        "is_null": x.is_null(),
+        "not_null": s.is_not_null(),
+        "fill": x.fill_null(y),
+        "in": a.is_in([0, 2**40, 7]),
+        "fin": x.is_in([NAN, 1.0, 2.5]),
+        "sin": s.is_in(["", "x1"]),
+        "round0": x.round(),
+        "round2": x.round(2),
+        "f32round": f.round(2),
+        "floor": x.floor(),
+        "ceil": y.ceil(),
+        "f32floor": f.floor(),
+        "sqrt": x.sqrt(),
+        "log": y.log(),
+        "log1p": y.log1p(),
+        "exp": y.exp(),
+        "f32exp": f.exp(),
+        "clip": x.clip(-1.0, y),
+        "iclip": a.clip(lower=0),
+        "clipnan": y.clip(upper=x),
+        "lower": s.str.lower(),
+        "upper": s.str.upper(),
+        "len": s.str.len(),
+        "contains": s.str.contains("b"),
+        "starts": s.str.starts_with("a"),
+        "ends": s.str.ends_with("c"),
+        "year": d.dt.year(),
+        "tyear": t.dt.year(),
+        "least": dd.least(x, y, 1.0),
+        "greatest": dd.greatest(x, y),
+        "igreatest": dd.greatest(a, i),
+        "coalesce": dd.coalesce(x, y, 0.0),
+        "concat": dd.concat_str(s, a, separator="/"),
         "concat_f": dd.concat_str(s, x),
     }
 
@@ -414,27 +529,47 @@ def test_expressions_match_polars_exactly(spark):
     want = frame.select([compile_polars(e, schema).alias(n) for n, e in exprs.items()])
     k = SparkKernels(spark, 4)
     df = k.from_polars(frame)
-    got = pl.from_arrow(df.select(*[k.compile(e, schema, n).column for n, e in exprs.items()])
-                        .toArrow())
+    got = pl.from_arrow(
+        df.select(*[k.compile(e, schema, n).column for n, e in exprs.items()]).toArrow()
+    )
     wrong = []
     for n in exprs:
         try:
             assert_frame_equal(got.select(n), want.select(n), check_exact=True)
         except AssertionError:
             rows = list(zip(got[n].to_list(), want[n].to_list(), strict=True))
-            wrong.append(f"{n} {exprs[n]!r}: {got[n].dtype} vs {want[n].dtype}, (spark, local) "
-                         f"{[r for r in rows if repr(r[0]) != repr(r[1])]}")
+            wrong.append(
+                f"{n} {exprs[n]!r}: {got[n].dtype} vs {want[n].dtype}, (spark, local) "
+                f"{[r for r in rows if repr(r[0]) != repr(r[1])]}"
+            )
     assert not wrong, "\n".join(wrong)
 
 
 def random_edge_rows(rng: random.Random, n: int) -> list[tuple]:
     def num() -> float:
-        return rng.choice([rng.uniform(-10, 10), rng.uniform(-1e6, 1e6), rng.uniform(-1, 1),
-                           float(rng.randrange(-5, 6)) / 4, rng.expovariate(0.1)])
+        return rng.choice(
+            [
+                rng.uniform(-10, 10),
+                rng.uniform(-1e6, 1e6),
+                rng.uniform(-1, 1),
+                float(rng.randrange(-5, 6)) / 4,
+                rng.expovariate(0.1),
+            ]
+        )
 
     return [
-        (rng.randrange(-50, 50), rng.randrange(-7, 8), rng.randrange(-100, 100), num(), num(),
-         num(), rng.choice(["a", "b", "ab", "12", "-3", "x"]), rng.random() < 0.5, None, None)
+        (
+            rng.randrange(-50, 50),
+            rng.randrange(-7, 8),
+            rng.randrange(-100, 100),
+            num(),
+            num(),
+            num(),
+            rng.choice(["a", "b", "ab", "12", "-3", "x"]),
+            rng.random() < 0.5,
+            None,
+            None,
+        )
         for _ in range(n)
     ]
 
@@ -450,7 +585,8 @@ def test_expressions_match_polars_on_random_values(spark):
     want = frame.select([compile_polars(e, schema).alias(n) for n, e in exprs.items()])
     k = SparkKernels(spark, 4)
     got = pl.from_arrow(
-        k.from_polars(frame).select(*[k.compile(e, schema, n).column for n, e in exprs.items()])
+        k.from_polars(frame)
+        .select(*[k.compile(e, schema, n).column for n, e in exprs.items()])
         .toArrow()
     )
     wrong = [n for n in exprs if not got.select(n).equals(want.select(n), null_equal=True)]

@@ -34,11 +34,18 @@ import ddflow as dd
 import ddflow.testing.loops as loops
 from ddflow.testing import ReferenceError, reference
 
-SETTINGS = settings(max_examples=60, deadline=None, database=None,
-                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-LOOP_SETTINGS = settings(max_examples=25, deadline=None, database=None,
-                         suppress_health_check=[HealthCheck.too_slow,
-                                                HealthCheck.data_too_large])
+SETTINGS = settings(
+    max_examples=60,
+    deadline=None,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+LOOP_SETTINGS = settings(
+    max_examples=25,
+    deadline=None,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 
 Record = tuple[Any, ...]
 Rows = list[tuple[Record, int]]  # (record, diff), a record possibly several times
@@ -87,9 +94,11 @@ def weighted(df: pd.DataFrame, names: Sequence[str], weight: str = "w") -> Count
     return Counter({r: m for r, m in out.items() if m != 0})
 
 
-def build(schemas: dict[str, dict[str, str]],
-          query: Callable[..., dd.Collection | Sequence[dd.Collection]],
-          inputs: dict[str, Counter]) -> list[Counter]:
+def build(
+    schemas: dict[str, dict[str, str]],
+    query: Callable[..., dd.Collection | Sequence[dd.Collection]],
+    inputs: dict[str, Counter],
+) -> list[Counter]:
     """Build ``query`` over fresh inputs (never run) and evaluate it with the reference."""
     flow = dd.Dataflow()
     handles = {name: flow.input(name, schema=s) for name, s in schemas.items()}
@@ -132,7 +141,8 @@ def test_join_semijoin_antijoin_equal_pandas_merge(xs, ys):
     joined, semi, anti = build(
         {"xs": LEFT, "ys": RIGHT},
         lambda xs, ys: [xs.join(ys, on="k"), xs.semijoin(ys, on="k"), xs.antijoin(ys, on="k")],
-        {"xs": counter(xs), "ys": counter(ys)})
+        {"xs": counter(xs), "ys": counter(ys)},
+    )
     assert joined == pandas_join(xs, ys)
     left = frame(xs, ["k", "a"])
     present = pandas_present_keys(ys)
@@ -144,10 +154,13 @@ def test_join_semijoin_antijoin_equal_pandas_merge(xs, ys):
 @SETTINGS
 @given(xs=left_rows)
 def test_group_by_agg_equals_pandas_groupby(xs):
-    (got,) = build({"xs": LEFT},
-                   lambda xs: xs.group_by("k").agg(n=dd.count(), s=dd.sum("a"), lo=dd.min("a"),
-                                                   hi=dd.max("a"), avg=dd.mean("a")),
-                   {"xs": counter(xs)})
+    (got,) = build(
+        {"xs": LEFT},
+        lambda xs: xs.group_by("k").agg(
+            n=dd.count(), s=dd.sum("a"), lo=dd.min("a"), hi=dd.max("a"), avg=dd.mean("a")
+        ),
+        {"xs": counter(xs)},
+    )
     df = frame(xs, ["k", "a"])
     df["aw"] = df["a"].astype("int64") * df["w"]
     expected: Counter = Counter()
@@ -160,8 +173,16 @@ def test_group_by_agg_equals_pandas_groupby(xs):
         per_value = g.groupby("a")["w"].sum()  # min/max: over values with positive weight
         present = [py(v) for v, w in per_value.items() if w > 0]
         key = py(k[0] if isinstance(k, tuple) else k)
-        expected[(key, count, total, min(present, default=None), max(present, default=None),
-                  total / count)] += 1
+        expected[
+            (
+                key,
+                count,
+                total,
+                min(present, default=None),
+                max(present, default=None),
+                total / count,
+            )
+        ] += 1
     assert got == expected
 
 
@@ -180,14 +201,16 @@ def test_distinct_threshold_concat_negate_equal_pandas(xs, ys, fn):
     distinct, thresholded, concat, negated = build(
         {"xs": LEFT, "ys": LEFT},
         lambda xs, ys: [xs.distinct(), xs.threshold(f), xs.concat(ys), xs.negate()],
-        {"xs": counter(xs), "ys": counter(ys)})
+        {"xs": counter(xs), "ys": counter(ys)},
+    )
     left = frame(xs, ["k", "a"])
     totals = left.groupby(["k", "a"], dropna=False)["w"].sum().reset_index()
     ones = totals[totals["w"] > 0].assign(w=1)
     assert distinct == weighted(ones, ["k", "a"])
     # fn of each record's multiplicity (records of multiplicity 0 are absent: fn(0) == 0)
-    assert thresholded == weighted(totals[totals["w"] != 0].assign(w=totals["w"].map(f)),
-                                   ["k", "a"])
+    assert thresholded == weighted(
+        totals[totals["w"] != 0].assign(w=totals["w"].map(f)), ["k", "a"]
+    )
     both = pd.concat([left, frame(ys, ["k", "a"])])
     assert concat == weighted(both, ["k", "a"])
     assert negated == weighted(left.assign(w=-left["w"]), ["k", "a"])
@@ -256,12 +279,15 @@ def test_iterate_reachability_and_closure_equal_networkx(roots, edges):
     def query(roots, edges):
         e, r = edges.distinct(), roots.distinct()
         nothing = r.filter(dd.col("n") < 0)
-        return [reach(roots, edges), closure(edges),
-                nothing.iterate(lambda x: step(x.concat(r), e))]
+        return [
+            reach(roots, edges),
+            closure(edges),
+            nothing.iterate(lambda x: step(x.concat(r), e)),
+        ]
 
     got_reach, got_closure, from_nothing = build(
-        {"roots": ROOTS, "edges": EDGES}, query,
-        {"roots": counter(roots), "edges": counter(edges)})
+        {"roots": ROOTS, "edges": EDGES}, query, {"roots": counter(roots), "edges": counter(edges)}
+    )
     assert got_reach == nx_reach(positive(roots), positive(edges))
     assert got_closure == nx_closure(positive(edges))
     assert from_nothing == got_reach
@@ -303,12 +329,14 @@ def hand_shift(x: Counter, roots: Counter) -> Counter:
 @given(roots=root_rows, edges=edge_rows, k=st.integers(1, 4))
 def test_max_iterations_is_k_applications_of_the_body(roots, edges, k):
     def query(roots, edges):
-        return [reach(roots, edges, max_iterations=k),
-                roots.iterate(lambda x: x.select(n=dd.col("n") + 1).concat(roots),
-                              max_iterations=k)]
+        return [
+            reach(roots, edges, max_iterations=k),
+            roots.iterate(lambda x: x.select(n=dd.col("n") + 1).concat(roots), max_iterations=k),
+        ]
 
-    got_reach, got_shift = build({"roots": ROOTS, "edges": EDGES}, query,
-                                 {"roots": counter(roots), "edges": counter(edges)})
+    got_reach, got_shift = build(
+        {"roots": ROOTS, "edges": EDGES}, query, {"roots": counter(roots), "edges": counter(edges)}
+    )
     es = positive(edges)
     start = Counter(dict.fromkeys(positive(roots), 1))
     assert got_reach == apply_times(lambda x: hand_step(x, es), start, k)
@@ -332,8 +360,11 @@ def nx_components(edges: set[Record]) -> Counter:
 @LOOP_SETTINGS
 @given(edges=edge_rows, priority=st.sampled_from(["label", "label % 3", "6 - label"]))
 def test_prioritized_connected_components_equal_networkx(edges, priority):
-    prio = {"label": dd.col("label"), "label % 3": dd.col("label") % 3,
-            "6 - label": 6 - dd.col("label")}[priority]
+    prio = {
+        "label": dd.col("label"),
+        "label % 3": dd.col("label") % 3,
+        "6 - label": 6 - dd.col("label"),
+    }[priority]
 
     def query(edges):
         e = edges.distinct()
@@ -366,9 +397,11 @@ def dijkstra(edges: set[Record], sources: dict[int, int]) -> Counter:
 
 
 @LOOP_SETTINGS
-@given(edges=multisets(st.tuples(nodes, nodes, st.integers(1, 5)), max_size=14),
-       sources=multisets(st.tuples(nodes, st.integers(0, 8)), max_size=4),
-       by_bucket=st.booleans())
+@given(
+    edges=multisets(st.tuples(nodes, nodes, st.integers(1, 5)), max_size=14),
+    sources=multisets(st.tuples(nodes, st.integers(0, 8)), max_size=4),
+    by_bucket=st.booleans(),
+)
 def test_prioritized_shortest_paths_equal_dijkstra(edges, sources, by_bucket):
     """Bellman-Ford with the sources entering in order of their offset (priority = the
     distance itself, or its power-of-two bucket)."""
@@ -378,15 +411,19 @@ def test_prioritized_shortest_paths_equal_dijkstra(edges, sources, by_bucket):
         start = sources.distinct().group_by("n").agg(d=dd.min("d"))
 
         def body(x: dd.Collection) -> dd.Collection:
-            sent = x.join(e, left_on="n", right_on="src").select(n="dst",
-                                                                 d=dd.col("d") + dd.col("w"))
+            sent = x.join(e, left_on="n", right_on="src").select(
+                n="dst", d=dd.col("d") + dd.col("w")
+            )
             return sent.concat(x).group_by("n").agg(d=dd.min("d"))
 
         priority = dd.col("d") // 4 if by_bucket else dd.col("d")
         return [start.prioritized_iterate(body, priority=priority), start.iterate(body)]
 
-    prioritized, plain = build({"edges": WEIGHTED, "sources": SOURCES}, query,
-                               {"edges": counter(edges), "sources": counter(sources)})
+    prioritized, plain = build(
+        {"edges": WEIGHTED, "sources": SOURCES},
+        query,
+        {"edges": counter(edges), "sources": counter(sources)},
+    )
     offsets: dict[int, int] = {}
     for n, d in positive(sources):
         offsets[n] = min(offsets.get(n, d), d)
@@ -408,8 +445,9 @@ def fix(f: Callable[[Counter], Counter], x: Counter) -> Counter:
     raise AssertionError("no fixed point")
 
 
-def sequential_priorities(f: Callable[[Counter], Counter], source: Counter,
-                          priority: Callable[[Record], int]) -> Counter:
+def sequential_priorities(
+    f: Callable[[Counter], Counter], source: Counter, priority: Callable[[Record], int]
+) -> Counter:
     """differential-dataflow-cidr2013 §4.1-4.2: starting from the empty collection, add the
     records of each priority in turn (priority 0 always comes first) and iterate to the fixed
     point, which is the start of the next priority."""
@@ -454,8 +492,11 @@ def _sum(a: Counter, b: Counter) -> Counter:
 
 
 @LOOP_SETTINGS
-@given(edges=edge_rows, seeds=multisets(st.tuples(nodes, st.integers(0, 4)), max_size=5),
-       fixed=multisets(st.tuples(nodes, st.integers(0, 9)), max_size=2))
+@given(
+    edges=edge_rows,
+    seeds=multisets(st.tuples(nodes, st.integers(0, 4)), max_size=5),
+    fixed=multisets(st.tuples(nodes, st.integers(0, 9)), max_size=2),
+)
 def test_prioritized_iterate_introduces_priorities_in_turn(edges, seeds, fixed):
     """A body whose fixed point depends on when each record enters (a label claims the
     unlabelled nodes it reaches first): the reference equals the sequential definition. The
@@ -475,8 +516,11 @@ def test_prioritized_iterate_introduces_priorities_in_turn(edges, seeds, fixed):
         return seeds.prioritized_iterate(body, priority=dd.col("label"))
 
     seed_schema = {"node": "int64", "label": "int64"}
-    (got,) = build({"edges": EDGES, "seeds": seed_schema, "fixed": seed_schema}, query,
-                   {"edges": counter(edges), "seeds": counter(seeds), "fixed": counter(fixed)})
+    (got,) = build(
+        {"edges": EDGES, "seeds": seed_schema, "fixed": seed_schema},
+        query,
+        {"edges": counter(edges), "seeds": counter(seeds), "fixed": counter(fixed)},
+    )
     es = positive(edges)
     fs = Counter(dict.fromkeys(positive(fixed), 1))
 
@@ -487,17 +531,20 @@ def test_prioritized_iterate_introduces_priorities_in_turn(edges, seeds, fixed):
 
 
 @LOOP_SETTINGS
-@given(xs=multisets(st.tuples(st.integers(0, 9), st.integers(0, 3)), max_size=6),
-       k=st.integers(1, 4))
+@given(
+    xs=multisets(st.tuples(st.integers(0, 9), st.integers(0, 3)), max_size=6), k=st.integers(1, 4)
+)
 def test_prioritized_max_iterations_applies_a_linear_body_k_times(xs, k):
     """With ``max_iterations=k`` each priority runs at most ``k`` rounds and what it leaves
     undone is not resumed; for a linear body (here ``n -> n + 1``, which never converges)
     every record then gets exactly ``k`` applications, whatever its priority."""
-    (got,) = build({"xs": {"n": "int64", "p": "int64"}},
-                   lambda xs: xs.prioritized_iterate(
-                       lambda x: x.select(n=dd.col("n") + 1, p="p"), priority=dd.col("p"),
-                       max_iterations=k),
-                   {"xs": counter(xs)})
+    (got,) = build(
+        {"xs": {"n": "int64", "p": "int64"}},
+        lambda xs: xs.prioritized_iterate(
+            lambda x: x.select(n=dd.col("n") + 1, p="p"), priority=dd.col("p"), max_iterations=k
+        ),
+        {"xs": counter(xs)},
+    )
     expected = Counter()
     for (n, p), m in counter(xs).items():
         expected[(n + k, p)] += m
@@ -541,8 +588,9 @@ def test_loops_nested_two_and_three_deep_equal_hand_computation(roots, a, b, c):
         r = roots.distinct()
         return [r.iterate(two), r.iterate(three)]
 
-    got_two, got_three = build(ABC, query, {"roots": counter(roots), "a": counter(a),
-                                            "b": counter(b), "c": counter(c)})
+    got_two, got_three = build(
+        ABC, query, {"roots": counter(roots), "a": counter(a), "b": counter(b), "c": counter(c)}
+    )
     ea, eb, ec = positive(a), positive(b), positive(c)
     start = Counter(dict.fromkeys(positive(roots), 1))
 
@@ -564,8 +612,12 @@ def test_loops_nested_two_and_three_deep_equal_hand_computation(roots, a, b, c):
 
 
 @LOOP_SETTINGS
-@given(xs=multisets(st.tuples(st.integers(0, 5)), max_size=4), k1=st.integers(1, 3),
-       k2=st.integers(1, 3), k3=st.integers(1, 3))
+@given(
+    xs=multisets(st.tuples(st.integers(0, 5)), max_size=4),
+    k1=st.integers(1, 3),
+    k2=st.integers(1, 3),
+    k3=st.integers(1, 3),
+)
 def test_nested_max_iterations_with_outer_variables_equal_hand_computation(xs, k1, k2, k3):
     """Loops three deep that never converge (only ``max_iterations`` stops them), each body
     adding the enclosing loops' variables: the multiplicities at every level depend on the
@@ -575,8 +627,9 @@ def test_nested_max_iterations_with_outer_variables_equal_hand_computation(xs, k
     def query(xs):
         def outer(x: dd.Collection) -> dd.Collection:
             def middle(y: dd.Collection) -> dd.Collection:
-                inner = y.iterate(lambda z: z.select(n=dd.col("n") + 1).concat(x),
-                                  max_iterations=k3)
+                inner = y.iterate(
+                    lambda z: z.select(n=dd.col("n") + 1).concat(x), max_iterations=k3
+                )
                 return inner.concat(y.negate()).concat(x)
 
             return x.iterate(middle, max_iterations=k2).select(n=dd.col("n") * 2)
@@ -623,13 +676,16 @@ def test_prioritized_loop_inside_an_iterate_equals_networkx_scc(edges):
 
     def trim(e: dd.Collection) -> dd.Collection:
         lab = labels_of(e)
-        both = (e.join(lab.select(src="node", ls="label"), on="src")
-                .join(lab.select(dst="node", ld="label"), on="dst"))
+        both = e.join(lab.select(src="node", ls="label"), on="src").join(
+            lab.select(dst="node", ld="label"), on="dst"
+        )
         return both.filter(dd.col("ls") == dd.col("ld")).select(src="dst", dst="src")
 
-    (got,) = build({"edges": EDGES},
-                   lambda edges: edges.distinct().iterate(lambda y: trim(trim(y)).distinct()),
-                   {"edges": counter(edges)})
+    (got,) = build(
+        {"edges": EDGES},
+        lambda edges: edges.distinct().iterate(lambda y: trim(trim(y)).distinct()),
+        {"edges": counter(edges)},
+    )
     es = positive(edges)
     g = digraph(es)
     component = {v: i for i, c in enumerate(nx.strongly_connected_components(g)) for v in c}
@@ -642,6 +698,8 @@ def test_prioritized_loop_inside_an_iterate_equals_networkx_scc(edges):
 def test_a_loop_that_does_not_converge_raises(monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setattr(loops, "MAX_REFERENCE_ITERATIONS", 40)
     with pytest.raises(ReferenceError, match="did not converge"):
-        build({"xs": {"n": "int64"}},
-              lambda xs: xs.iterate(lambda x: x.select(n=dd.col("n") + 1)),
-              {"xs": Counter({(0,): 1})})
+        build(
+            {"xs": {"n": "int64"}},
+            lambda xs: xs.iterate(lambda x: x.select(n=dd.col("n") + 1)),
+            {"xs": Counter({(0,): 1})},
+        )

@@ -16,12 +16,16 @@ from ddflow.kernels import local as L
 from ddflow.lattice import TimeType
 
 I64 = pl.Int64()
-TIMES = {1: TimeType(("product",)), 2: TimeType(("product", "product")),
-         3: TimeType(("product", "product", "product"))}
+TIMES = {
+    1: TimeType(("product",)),
+    2: TimeType(("product", "product")),
+    3: TimeType(("product", "product", "product")),
+}
 
 
-def python_accumulate(history: list[tuple], queries: list[tuple], tt: TimeType
-                      ) -> set[tuple[Any, ...]]:
+def python_accumulate(
+    history: list[tuple], queries: list[tuple], tt: TimeType
+) -> set[tuple[Any, ...]]:
     """Rows ``(key, *query time, value, diff, weight)`` by the definition."""
     out = set()
     for key, qt in queries:
@@ -39,10 +43,18 @@ def cases(draw: st.DrawFn, after: bool) -> tuple[TimeType, list[tuple], list[tup
     width = draw(st.sampled_from(sorted(TIMES)))
     tt = TIMES[width]
     coord = st.integers(0, 3)
-    history = draw(st.lists(st.tuples(
-        st.integers(0, 2), st.one_of(st.none(), st.integers(-2, 2)),
-        st.tuples(*[coord] * width), st.sampled_from([1, -1, 2]),
-        st.one_of(st.none(), st.integers(-3, 3))), max_size=30))
+    history = draw(
+        st.lists(
+            st.tuples(
+                st.integers(0, 2),
+                st.one_of(st.none(), st.integers(-2, 2)),
+                st.tuples(*[coord] * width),
+                st.sampled_from([1, -1, 2]),
+                st.one_of(st.none(), st.integers(-3, 3)),
+            ),
+            max_size=30,
+        )
+    )
     if after:  # every coordinate at or after the history's
         lead = [max([t[i] for _, _, t, _, _ in history], default=0) for i in range(width)]
         qtime = st.tuples(*[st.integers(x, x + 2) for x in lead])
@@ -52,14 +64,18 @@ def cases(draw: st.DrawFn, after: bool) -> tuple[TimeType, list[tuple], list[tup
     return tt, history, queries
 
 
-def frames(tt: TimeType, history: list[tuple], queries: list[tuple]
-           ) -> tuple[pl.DataFrame, pl.DataFrame]:
+def frames(
+    tt: TimeType, history: list[tuple], queries: list[tuple]
+) -> tuple[pl.DataFrame, pl.DataFrame]:
     tcols, qcols = tt.columns(), L.time_columns(tt, L.QPREFIX)
-    h = pl.DataFrame([(k, v, *t, d, w) for k, v, t, d, w in history], orient="row",
-                     schema={L.KEY: I64, "v": I64, **{c: I64 for c in tcols}, L.DIFF: I64,
-                             "w": I64})
-    q = pl.DataFrame([(k, *t) for k, t in queries], orient="row",
-                     schema={L.KEY: I64, **{c: I64 for c in qcols}})
+    h = pl.DataFrame(
+        [(k, v, *t, d, w) for k, v, t, d, w in history],
+        orient="row",
+        schema={L.KEY: I64, "v": I64, **{c: I64 for c in tcols}, L.DIFF: I64, "w": I64},
+    )
+    q = pl.DataFrame(
+        [(k, *t) for k, t in queries], orient="row", schema={L.KEY: I64, **{c: I64 for c in qcols}}
+    )
     return h, q
 
 
@@ -70,8 +86,9 @@ def check(tt: TimeType, history: list[tuple], queries: list[tuple]) -> None:
     rows = set(got.select([L.KEY, *qcols, "v", L.DIFF, "w"]).iter_rows())
     assert len(rows) == got.height, "a (key, time, value) appears twice"
     assert rows == python_accumulate(history, queries, tt)
-    assert got.schema == pl.Schema({L.KEY: I64, **{c: I64 for c in qcols}, "v": I64,
-                                    L.DIFF: I64, "w": I64})
+    assert got.schema == pl.Schema(
+        {L.KEY: I64, **{c: I64 for c in qcols}, "v": I64, L.DIFF: I64, "w": I64}
+    )
 
 
 @settings(max_examples=300, deadline=None)

@@ -16,8 +16,14 @@ def run(script: str, env_value: str | None) -> str:
     env = {k: v for k, v in os.environ.items() if k != "_RJEM_MALLOC_CONF"}
     if env_value is not None:
         env["_RJEM_MALLOC_CONF"] = env_value
-    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
-                          text=True, timeout=120, check=True)
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
     return done.stdout + done.stderr
 
 

@@ -15,10 +15,12 @@ def test_division_by_a_literal_is_correctly_rounded_in_every_batch_size():
     exact = values / 1e9  # (NumPy divides element by element: correctly rounded)
     for size in (1, 2, 3, 64, 1_000, 10_000):
         n = min(len(values), 50 * size)  # fifty batches of each size (of 1 to 10,000 rows)
-        got = np.concatenate([
-            pl.DataFrame({"m": values[i:i + size]}).select(expr).to_series().to_numpy()
-            for i in range(0, n, size)
-        ])
+        got = np.concatenate(
+            [
+                pl.DataFrame({"m": values[i : i + size]}).select(expr).to_series().to_numpy()
+                for i in range(0, n, size)
+            ]
+        )
         wrong = np.flatnonzero(got != exact[:n])
         assert wrong.size == 0, (
             f"batches of {size} rows: {values[wrong[0]]} / 1e9 gave {got[wrong[0]]!r}, "

@@ -30,7 +30,9 @@ def test_insert_frame_accepts_pandas_polars_and_arrow():
     flow.advance_to(1)
     flow.run()
     assert out.snapshot().to_dict("list") == {
-        "k": ["a", "b", "c"], "v": [1, 2, 3], "count": [1, 1, 1],
+        "k": ["a", "b", "c"],
+        "v": [1, 2, 3],
+        "count": [1, 1, 1],
     }
 
 
@@ -46,12 +48,18 @@ def test_insert_frame_with_a_diff_column():
 def test_a_bad_row_is_rejected_and_nothing_accepted_before_is_lost():
     flow, xs, out = flow_with_output()
     xs.insert([("a", 1)])
-    with pytest.raises(dd.SchemaError, match=r"column 'v' \(int64\) at row 1: expected int64, "
-                                             r"got str 'three'") as e:
+    with pytest.raises(
+        dd.SchemaError,
+        match=r"column 'v' \(int64\) at row 1: expected int64, "
+        r"got str 'three'",
+    ) as e:
         xs.insert([("b", 2), ("c", "three")])
     assert "test_inputs.py" in str(e.value)  # points at the user's line
-    with pytest.raises(dd.SchemaError, match=r"column 'v' \(int64, not nullable\) at row 0: "
-                                             r"got None"):
+    with pytest.raises(
+        dd.SchemaError,
+        match=r"column 'v' \(int64, not nullable\) at row 0: "
+        r"got None",
+    ):
         xs.insert([("b", None)])
     with pytest.raises(dd.SchemaError, match="missing column v"):
         xs.insert_frame(pd.DataFrame({"k": ["z"]}))
@@ -136,8 +144,11 @@ def test_step_returns_false_once_the_work_is_done():
     assert not flow.step()
 
 
-_ROWS = st.tuples(st.sampled_from(["a", "b", None]), st.integers(-2, 2),
-                  st.sampled_from([date(2024, 1, 1), date(2025, 6, 30)]))
+_ROWS = st.tuples(
+    st.sampled_from(["a", "b", None]),
+    st.integers(-2, 2),
+    st.sampled_from([date(2024, 1, 1), date(2025, 6, 30)]),
+)
 _CALL = st.one_of(
     st.tuples(st.just("insert"), st.lists(_ROWS, max_size=4)),
     st.tuples(st.just("remove"), st.lists(_ROWS, max_size=4)),
@@ -155,6 +166,7 @@ def test_every_kind_of_input_call_lands_as_the_multiset_it_describes(calls, with
     give the multiset they describe at every epoch: with small epochs held as rows (made
     directly from the calls' rows) and with every batch a frame; a float column (no row
     form) takes the frame path."""
+
     def run(small):
         flow = dd.Dataflow(dd.LocalRuntime(small_batch_rows=small))
         schema = {"k": "str?", "v": "int64", "d": "date"}
@@ -195,8 +207,9 @@ def test_every_kind_of_input_call_lands_as_the_multiset_it_describes(calls, with
                 if what == "frame":
                     xs.insert_frame(frame.select(cols[::-1]))  # (any column order)
                 else:
-                    xs.insert_frame(frame.with_columns(pl.Series("n", diffs, dtype=pl.Int64)),
-                                    diff="n")
+                    xs.insert_frame(
+                        frame.with_columns(pl.Series("n", diffs, dtype=pl.Int64)), diff="n"
+                    )
             for r, d in zip(data, diffs, strict=True):
                 counts[r] += d
         return seen, want

@@ -35,8 +35,9 @@ TIMES = [
 keys = st.one_of(st.none(), st.integers(0, 2))
 
 
-def expected(new: list[tuple[Any, tuple[int, ...]]], history: list[tuple[Any, tuple[int, ...]]],
-             tt: TimeType) -> set[tuple[tuple[int, ...], Any]]:
+def expected(
+    new: list[tuple[Any, tuple[int, ...]]], history: list[tuple[Any, tuple[int, ...]]], tt: TimeType
+) -> set[tuple[tuple[int, ...], Any]]:
     """``(time, key)`` for every lub of a subset of a key's times holding a new time."""
     out = set()
     for key in {k for k, _ in new}:
@@ -51,8 +52,11 @@ def expected(new: list[tuple[Any, tuple[int, ...]]], history: list[tuple[Any, tu
 
 
 def frame_of(rows: list[tuple[Any, tuple[int, ...]]], tt: TimeType) -> pl.DataFrame:
-    data = pl.DataFrame([(k, *t) for k, t in rows], orient="row",
-                        schema={"k": pl.Int64, **{c: pl.Int64 for c in tt.columns()}})
+    data = pl.DataFrame(
+        [(k, *t) for k, t in rows],
+        orient="row",
+        schema={"k": pl.Int64, **{c: pl.Int64 for c in tt.columns()}},
+    )
     return LocalKernels().arrange(data, ["k"])
 
 
@@ -81,8 +85,9 @@ def test_interesting_times_are_the_lubs_of_subsets_holding_a_new_time(case):
     tt, new, history = case
     want = expected(new, history, tt)
     for small_rows in (10**9, -1):  # the row path, then the columnar one
-        parts = interesting_times(frame_of(new, tt), frame_of(history, tt), tt, ["k"],
-                                  small_rows=small_rows)
+        parts = interesting_times(
+            frame_of(new, tt), frame_of(history, tt), tt, ["k"], small_rows=small_rows
+        )
         assert got(parts) == want, small_rows
         assert len({t for t, _ in parts}) == len(parts)  # one part per time
 
@@ -95,15 +100,20 @@ def test_incomparable_lifts_add_their_lub():
     new = [(1, (0, 2, 2))]
     history = [(1, (0, 5, 0)), (1, (0, 0, 7)), (2, (0, 9, 9))]
     for small_rows in (10**9, -1):
-        parts = interesting_times(frame_of(new, tt), frame_of(history, tt), tt, ["k"],
-                                  small_rows=small_rows)
+        parts = interesting_times(
+            frame_of(new, tt), frame_of(history, tt), tt, ["k"], small_rows=small_rows
+        )
         assert got(parts) == {((0, 2, 2), 1), ((0, 5, 2), 1), ((0, 2, 7), 1), ((0, 5, 7), 1)}
 
 
 @settings(max_examples=200, deadline=None)
-@given(rows=st.lists(st.tuples(st.one_of(st.none(), st.integers(0, 3)), st.integers(0, 2)),
-                     max_size=30),
-       collide=st.booleans(), flagged=st.booleans())
+@given(
+    rows=st.lists(
+        st.tuples(st.one_of(st.none(), st.integers(0, 3)), st.integers(0, 2)), max_size=30
+    ),
+    collide=st.booleans(),
+    flagged=st.booleans(),
+)
 def test_distinct_keys_are_the_unique_key_rows(rows, collide, flagged):
     """The distinct ``(KEY, a, b)`` rows of a batch sorted by ``KEY``, from the runs' heads,
     whatever the codes: here codes that collide (several keys in one run) or not."""
@@ -115,7 +125,8 @@ def test_distinct_keys_are_the_unique_key_rows(rows, collide, flagged):
     got_rows = _distinct_keys(batch, ["a", "b"])
     assert got_rows.columns == [KEY, "a", "b"]
     assert sorted(got_rows.iter_rows(), key=repr) == sorted(
-        set(batch.select([KEY, "a", "b"]).iter_rows()), key=repr)
+        set(batch.select([KEY, "a", "b"]).iter_rows()), key=repr
+    )
     assert got_rows.get_column(KEY).is_sorted()
 
 
@@ -144,8 +155,9 @@ def test_a_trace_before_the_new_times_lifts_none(case, cut, rows_part, rows_new)
             assert got(alone) == expected(new, history, tt)
 
 
-def chain_case(new: list[tuple[Any, tuple[int, ...]]], history: list[tuple[Any, tuple[int, ...]]],
-               tt: TimeType) -> bool:
+def chain_case(
+    new: list[tuple[Any, tuple[int, ...]]], history: list[tuple[Any, tuple[int, ...]]], tt: TimeType
+) -> bool:
     """Does the array path promise to take this case: a product order, each key's new times
     equal but in the last coordinate, and its history times at most those there?"""
     if not tt.is_product:
@@ -155,8 +167,9 @@ def chain_case(new: list[tuple[Any, tuple[int, ...]]], history: list[tuple[Any, 
         if len(heads) > 1:
             return False
         (head,) = heads
-        if any(any(a > b for a, b in zip(t[:-1], head, strict=True))
-               for k, t in history if k == key):
+        if any(
+            any(a > b for a, b in zip(t[:-1], head, strict=True)) for k, t in history if k == key
+        ):
             return False
     return True
 
@@ -169,18 +182,26 @@ def chain_cases(draw: st.DrawFn) -> tuple[TimeType, list[Any], list[Any]]:
     keys_ = st.integers(-2, 4)
     head = draw(time)[:-1]
     fresh = st.tuples(keys_, st.integers(0, 3).map(lambda x: (*head, x)))
-    new = draw(st.lists(st.one_of(fresh, st.tuples(keys_, time)) if draw(st.booleans())
-                        else fresh, min_size=1, max_size=6))
+    new = draw(
+        st.lists(
+            st.one_of(fresh, st.tuples(keys_, time)) if draw(st.booleans()) else fresh,
+            min_size=1,
+            max_size=6,
+        )
+    )
     below = st.tuples(*[st.integers(0, h) for h in head], st.integers(0, 4))
     history = draw(st.lists(st.tuples(keys_, st.one_of(below, time)), max_size=10))
     return tt, new, history
 
 
 @settings(max_examples=400, deadline=None)
-@given(case=chain_cases(), rows_in=st.booleans(), small_rows=st.sampled_from([10**9, -1]),
-       indexed=st.booleans())
-def test_the_array_path_keeps_its_promise_and_finds_the_closure(case, rows_in, small_rows,
-                                                                indexed):
+@given(
+    case=chain_cases(),
+    rows_in=st.booleans(),
+    small_rows=st.sampled_from([10**9, -1]),
+    indexed=st.booleans(),
+)
+def test_the_array_path_keeps_its_promise_and_finds_the_closure(case, rows_in, small_rows, indexed):
     """The NumPy path returns the closure wherever it applies (:func:`chain_case`, here
     checked by enumeration), from frames, rows or the indexes of a large batch (a heavy key's
     times from the index's summary), and answers None elsewhere; its parts are one per time,

@@ -69,10 +69,12 @@ def test_both_sides_new_in_one_step_give_each_product_once(monkeypatch):
         want = reference(flow, live)[out]
         assert frame_to_counter(out.snapshot()) == want
         new = Counter({(k, a, b): 1 for k, a in ls for k2, b in rs if k == k2})
-        new += Counter({(k, a, b): 1 for k, a in ls for k2, b in live["r"] if k == k2
-                        and (k2, b) not in rs})
-        new += Counter({(k, a, b): 1 for k, a in live["l"] if (k, a) not in ls
-                        for k2, b in rs if k == k2})
+        new += Counter(
+            {(k, a, b): 1 for k, a in ls for k2, b in live["r"] if k == k2 and (k2, b) not in rs}
+        )
+        new += Counter(
+            {(k, a, b): 1 for k, a in live["l"] if (k, a) not in ls for k2, b in rs if k == k2}
+        )
         # each new product once; a subtracted left batch also gives its products with the
         # new right rows twice more, with opposite signs (cancelling downstream)
         pairs = sum(1 for k, _ in ls for k2, _ in rs if k == k2)
@@ -88,12 +90,15 @@ def test_an_arranger_lets_go_of_the_batches_as_they_came():
     tt = TimeType(("product",))
     k = LocalKernels()
     schema = {"k": pl.Int64, "v": pl.Int64, "__t0": pl.Int64, "__diff": pl.Int64}
-    arranger = Arranger(tt, k, ["k"], pl.DataFrame(schema=schema),
-                        fns=[lambda b: b.filter(pl.col("k") < 10), None])
-    came = pl.DataFrame({"k": range(5000), "v": [1] * 5000, "__t0": [0] * 5000,
-                         "__diff": [1] * 5000}, schema=schema)
-    other = pl.DataFrame({"k": [3, 3], "v": [1, 1], "__t0": [0, 0], "__diff": [-1, 2]},
-                         schema=schema)
+    arranger = Arranger(
+        tt, k, ["k"], pl.DataFrame(schema=schema), fns=[lambda b: b.filter(pl.col("k") < 10), None]
+    )
+    came = pl.DataFrame(
+        {"k": range(5000), "v": [1] * 5000, "__t0": [0] * 5000, "__diff": [1] * 5000}, schema=schema
+    )
+    other = pl.DataFrame(
+        {"k": [3, 3], "v": [1, 1], "__t0": [0, 0], "__diff": [-1, 2]}, schema=schema
+    )
     gone = weakref.ref(came)
     messages = [[((0,), came)], [((0,), other)]]
     del came

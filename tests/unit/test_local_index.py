@@ -13,8 +13,14 @@ from ddflow.kernels.local_index import positions
 
 
 @settings(max_examples=200, deadline=None)
-@given(seed=st.integers(0, 2**32 - 1), runs=st.integers(1, 6), keys=st.integers(1, 300),
-       asked=st.integers(1, 300), rows=st.integers(0, 4000), low=st.booleans())
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    runs=st.integers(1, 6),
+    keys=st.integers(1, 300),
+    asked=st.integers(1, 300),
+    rows=st.integers(0, 4000),
+    low=st.booleans(),
+)
 def test_positions_by_runs_equal_a_search_per_row(seed, runs, keys, asked, rows, low):
     """A history of a few sorted runs (as a trace's batches give it), or of codes in no
     order; queries on some of its keys and on keys it lacks, at times per query."""
@@ -25,8 +31,9 @@ def test_positions_by_runs_equal_a_search_per_row(seed, runs, keys, asked, rows,
     if rng.random() < 0.2:
         rng.shuffle(codes)
     times = [rng.integers(0, 4, len(codes)), rng.integers(0, 4, len(codes))]
-    qk = np.unique(np.concatenate([rng.choice(universe, size=asked),
-                                   rng.integers(-10**6, 10**6, 5)])).astype(np.int64)
+    qk = np.unique(
+        np.concatenate([rng.choice(universe, size=asked), rng.integers(-(10**6), 10**6, 5)])
+    ).astype(np.int64)
     qt = [rng.integers(0, 4, len(qk)), rng.integers(0, 4, len(qk))]
     saved = local_index.RUN_SEARCH_ROWS
     local_index.RUN_SEARCH_ROWS = 1 if low else saved
@@ -41,11 +48,18 @@ def test_positions_by_runs_equal_a_search_per_row(seed, runs, keys, asked, rows,
 
 
 @settings(max_examples=200, deadline=None)
-@given(seed=st.integers(0, 2**32 - 1), runs=st.integers(1, 5), keys=st.integers(1, 200),
-       rows=st.integers(0, 3000), limit=st.integers(1, 500), asked=st.integers(1, 200),
-       heavy=st.sampled_from([2, 8, 64]))
-def test_evaluation_slices_cut_the_queries_by_key_range(seed, runs, keys, rows, limit, asked,
-                                                        heavy):
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    runs=st.integers(1, 5),
+    keys=st.integers(1, 200),
+    rows=st.integers(0, 3000),
+    limit=st.integers(1, 500),
+    asked=st.integers(1, 200),
+    heavy=st.sampled_from([2, 8, 64]),
+)
+def test_evaluation_slices_cut_the_queries_by_key_range(
+    seed, runs, keys, rows, limit, asked, heavy
+):
     """A reduce's evaluation in ranges of keys (``LocalKernels.evaluation_slices``): the
     ranges are the keys in order, each query is in the range of its key, and each range's
     updates in the trace are about the limit (at most the limit's share plus one key's).
@@ -58,9 +72,16 @@ def test_evaluation_slices_cut_the_queries_by_key_range(seed, runs, keys, rows, 
 
     rng = np.random.default_rng(seed)
     universe = np.sort(rng.choice(10**6, size=keys, replace=False) - 5 * 10**5)
-    parts = [pl.DataFrame({KEY: np.sort(rng.choice(universe, size=rows // runs)),
-                           "__t0": rng.integers(0, 3, rows // runs),
-                           DIFF: np.ones(rows // runs, dtype=np.int64)}) for _ in range(runs)]
+    parts = [
+        pl.DataFrame(
+            {
+                KEY: np.sort(rng.choice(universe, size=rows // runs)),
+                "__t0": rng.integers(0, 3, rows // runs),
+                DIFF: np.ones(rows // runs, dtype=np.int64),
+            }
+        )
+        for _ in range(runs)
+    ]
     codes = np.unique(rng.choice(universe, size=asked)).astype(np.int64)
     saved_heavy = local_index.HEAVY_ROWS
     local_index.HEAVY_ROWS = heavy
@@ -72,8 +93,9 @@ def test_evaluation_slices_cut_the_queries_by_key_range(seed, runs, keys, rows, 
                 assert index.rows_at_most(codes) >= np.isin(held, codes).sum()
     finally:
         local_index.HEAVY_ROWS = saved_heavy
-    queries = pl.DataFrame({KEY: rng.choice(codes, size=3 * len(codes)),
-                            "__t0": rng.integers(0, 4, 3 * len(codes))})
+    queries = pl.DataFrame(
+        {KEY: rng.choice(codes, size=3 * len(codes)), "__t0": rng.integers(0, 4, 3 * len(codes))}
+    )
     saved = local_reduce.EVALUATE_SLICE_ROWS
     local_reduce.EVALUATE_SLICE_ROWS = limit
     try:
@@ -97,8 +119,13 @@ def test_evaluation_slices_cut_the_queries_by_key_range(seed, runs, keys, rows, 
 
 
 @settings(max_examples=100, deadline=None)
-@given(seed=st.integers(0, 2**32 - 1), rows=st.integers(0, 400), keys=st.integers(1, 60),
-       asked=st.integers(0, 60), scan_rows=st.sampled_from([1, 10**9]))
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    rows=st.integers(0, 400),
+    keys=st.integers(1, 60),
+    asked=st.integers(0, 60),
+    scan_rows=st.sampled_from([1, 10**9]),
+)
 def test_lookup_within_holds_the_lookup(seed, rows, keys, asked, scan_rows):
     """A join's read of a batch (``lookup_within``): the batch itself where a lookup would
     scan it, else the lookup; either way its rows of the asked keys are the lookup's."""
@@ -106,8 +133,7 @@ def test_lookup_within_holds_the_lookup(seed, rows, keys, asked, scan_rows):
     from ddflow.kernels.local import KEY, LocalKernels
 
     rng = np.random.default_rng(seed)
-    batch = pl.DataFrame({KEY: np.sort(rng.integers(0, keys, rows)),
-                          "x": rng.integers(0, 9, rows)})
+    batch = pl.DataFrame({KEY: np.sort(rng.integers(0, keys, rows)), "x": rng.integers(0, 9, rows)})
     codes = np.unique(rng.integers(0, keys + 5, asked)).astype(np.int64)
     k = LocalKernels(small_rows=0)
     saved = local.LOOKUP_SCAN_ROWS
@@ -127,11 +153,17 @@ def test_lookup_within_holds_the_lookup(seed, rows, keys, asked, scan_rows):
 
 
 @settings(max_examples=150, deadline=None)
-@given(seed=st.integers(0, 2**32 - 1), runs=st.integers(1, 4), keys=st.integers(2, 120),
-       rows=st.integers(0, 2000), heavy=st.sampled_from([2, 8, 10**6]),
-       small=st.sampled_from([0, 256]))
-def test_reads_of_disjoint_keys_united_and_narrowed_equal_one_read(seed, runs, keys, rows,
-                                                                   heavy, small):
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    runs=st.integers(1, 4),
+    keys=st.integers(2, 120),
+    rows=st.integers(0, 2000),
+    heavy=st.sampled_from([2, 8, 10**6]),
+    small=st.sampled_from([0, 256]),
+)
+def test_reads_of_disjoint_keys_united_and_narrowed_equal_one_read(
+    seed, runs, keys, rows, heavy, small
+):
     """A reduce's reads of its input for two disjoint sets of keys (each through the batch
     indexes where a key is heavy, else by lookup), united (``union_reads``), hold the same
     updates, times and codes as one read of all the keys; narrowed to some keys
@@ -144,14 +176,19 @@ def test_reads_of_disjoint_keys_united_and_narrowed_equal_one_read(seed, runs, k
     rng = np.random.default_rng(seed)
     tt = TimeType(("product", "product"))
     k = LocalKernels(small_rows=small)
-    schema = {"k": pl.Int64, "v": pl.Int64, "__t0": pl.Int64, "__t1": pl.Int64,
-              "__diff": pl.Int64}
+    schema = {"k": pl.Int64, "v": pl.Int64, "__t0": pl.Int64, "__t1": pl.Int64, "__diff": pl.Int64}
     spine = Spine(k, tt, ["k"], k.arrange(pl.DataFrame(schema=schema), ["k"]))
     for _ in range(runs):
         n = rows // runs
-        data = pl.DataFrame({"k": rng.integers(0, keys, n), "v": rng.integers(0, 9, n),
-                             "__t0": rng.integers(0, 2, n), "__t1": rng.integers(0, 4, n),
-                             "__diff": rng.choice([-1, 1, 2], n)})
+        data = pl.DataFrame(
+            {
+                "k": rng.integers(0, keys, n),
+                "v": rng.integers(0, 9, n),
+                "__t0": rng.integers(0, 2, n),
+                "__t1": rng.integers(0, 4, n),
+                "__diff": rng.choice([-1, 1, 2], n),
+            }
+        )
         batch = k.from_polars(k.arrange(data, ["k"]))
         spine.insert(batch, data.height)
     codes = np.arange(keys, dtype=np.int64)
@@ -160,6 +197,7 @@ def test_reads_of_disjoint_keys_united_and_narrowed_equal_one_read(seed, runs, k
     saved = local_index.INDEXED_ROWS, local_index.HEAVY_ROWS, local.LOOKUP_SCAN
     local_index.INDEXED_ROWS, local_index.HEAVY_ROWS, local.LOOKUP_SCAN = 1, heavy, 0
     try:
+
         def read(c: np.ndarray) -> object:
             got = k.indexed_history(spine.parts(), c, ["k"], tt)
             return spine.lookup(c) if got is None else got
@@ -186,13 +224,21 @@ def test_reads_of_disjoint_keys_united_and_narrowed_equal_one_read(seed, runs, k
     assert updates(narrowed) == updates(alone)
     if isinstance(united, local_index.IndexedHistory):
         assert np.array_equal(united.codes, codes)
-        assert united.light.columns == list(whole.schema if isinstance(
-            whole, local_index.IndexedHistory) else local.frame(whole).columns)
+        assert united.light.columns == list(
+            whole.schema
+            if isinstance(whole, local_index.IndexedHistory)
+            else local.frame(whole).columns
+        )
 
 
 @settings(max_examples=100, deadline=None)
-@given(seed=st.integers(0, 2**32 - 1), batches=st.integers(1, 5), keys=st.integers(1, 40),
-       rows=st.integers(0, 300), asked=st.integers(0, 40))
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    batches=st.integers(1, 5),
+    keys=st.integers(1, 40),
+    rows=st.integers(0, 300),
+    asked=st.integers(0, 40),
+)
 def test_gathered_rows_are_the_rows_found_in_each_batch(seed, batches, keys, rows, asked):
     """``gather_found`` over batches of every kind a trace holds (a key code that views its
     key column's buffer, one that is a separate column, equal to the key or not, columns in
@@ -202,8 +248,14 @@ def test_gathered_rows_are_the_rows_found_in_each_batch(seed, batches, keys, row
     from ddflow.kernels.local_rows import ColumnCache, Rows, batch_ranges, lookup
 
     rng = np.random.default_rng(seed)
-    schema = {"k": pl.Int64, "v": pl.Int64, "w": pl.Int64, "__t0": pl.Int64,
-              "__diff": pl.Int64, KEY: pl.Int64}
+    schema = {
+        "k": pl.Int64,
+        "v": pl.Int64,
+        "w": pl.Int64,
+        "__t0": pl.Int64,
+        "__diff": pl.Int64,
+        KEY: pl.Int64,
+    }
     codes = np.unique(rng.integers(0, keys + 3, asked)).astype(np.int64)
     found, want = [], []
     for _ in range(batches):
@@ -212,9 +264,15 @@ def test_gathered_rows_are_the_rows_found_in_each_batch(seed, batches, keys, row
         w = pl.Series("w", rng.integers(-5, 5, rows), dtype=pl.Int64)
         if kind == 3 and rows:  # (nulls: gathered by Polars, not from NumPy)
             w = w.scatter(rng.integers(0, rows, 1 + rows // 10), None)
-        data = pl.DataFrame({"k": k, "v": rng.integers(0, 9, rows), "w": w,
-                             "__t0": rng.integers(0, 3, rows),
-                             "__diff": rng.choice([-1, 1, 2], rows)})
+        data = pl.DataFrame(
+            {
+                "k": k,
+                "v": rng.integers(0, 9, rows),
+                "w": w,
+                "__t0": rng.integers(0, 3, rows),
+                "__diff": rng.choice([-1, 1, 2], rows),
+            }
+        )
         if kind == 0:  # the key code is the key column itself (one buffer)
             batch = share_key(data.with_columns(pl.col("k").alias(KEY)), ["k"])
             assert ColumnCache.of(batch).copies == ({KEY: "k"} if rows else {})
@@ -228,16 +286,18 @@ def test_gathered_rows_are_the_rows_found_in_each_batch(seed, batches, keys, row
             batch = data.with_columns(pl.col("k").alias(KEY))
         asked_codes = codes * 7 + 1 if kind == 1 else codes
         if kind == 4 and rows:
-            rows_batch = LocalKernels().arrange(Rows(dict(batch.drop(KEY).schema),
-                                                     batch.drop(KEY).rows()), ["k"])
+            rows_batch = LocalKernels().arrange(
+                Rows(dict(batch.drop(KEY).schema), batch.drop(KEY).rows()), ["k"]
+            )
             got = lookup(rows_batch, asked_codes)
             found.append((rows_batch, got))
             want.append(got.to_frame().select(list(schema)))
             continue
         lo, hi = batch_ranges(batch, asked_codes)
         found.append((batch, (lo, hi)))
-        idx = np.concatenate([np.arange(a, z) for a, z in zip(lo, hi, strict=True)]
-                             + [np.zeros(0, dtype=np.int64)])
+        idx = np.concatenate(
+            [np.arange(a, z) for a, z in zip(lo, hi, strict=True)] + [np.zeros(0, dtype=np.int64)]
+        )
         want.append(batch[idx].select(list(schema)))
     got = local_index.gather_found(found, schema)
     expected = pl.concat(want) if want else pl.DataFrame(schema=schema)

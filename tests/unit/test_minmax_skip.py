@@ -28,17 +28,26 @@ TT = TimeType(("product", "product"))
 GRID = list(product(range(4), repeat=2))
 I64 = pl.Int64()
 SPECS = [
-    ReduceSpec.of("agg", ["k"], aggs=[("lo", "min", "a"), ("hi", "max", "a")],
-                  out_types={"lo": I64, "hi": I64}),
-    ReduceSpec.of("agg", ["k"], aggs=[("lo", "min", "a"), ("hi", "max", "b")],
-                  out_types={"lo": I64, "hi": I64}),
+    ReduceSpec.of(
+        "agg",
+        ["k"],
+        aggs=[("lo", "min", "a"), ("hi", "max", "a")],
+        out_types={"lo": I64, "hi": I64},
+    ),
+    ReduceSpec.of(
+        "agg",
+        ["k"],
+        aggs=[("lo", "min", "a"), ("hi", "max", "b")],
+        out_types={"lo": I64, "hi": I64},
+    ),
     ReduceSpec.of("agg", ["k"], aggs=[("lo", "min", "a")], out_types={"lo": I64}),
 ]
 K = LocalKernels()
 
 value = st.one_of(st.none(), st.integers(0, 4))
-update = st.tuples(st.integers(0, 1), value, value, st.sampled_from(GRID),
-                   st.sampled_from([1, 1, 1, -1, 2]))
+update = st.tuples(
+    st.integers(0, 1), value, value, st.sampled_from(GRID), st.sampled_from([1, 1, 1, -1, 2])
+)
 
 
 def f(spec: ReduceSpec, rows: Counter) -> tuple[Any, ...] | None:
@@ -84,30 +93,44 @@ def output_history(spec: ReduceSpec, updates: list[tuple[Any, ...]]) -> list[tup
 
 
 @settings(max_examples=600, deadline=None)
-@given(spec=st.sampled_from(SPECS), history=st.lists(update, max_size=10),
-       new=st.lists(update, min_size=1, max_size=4))
+@given(
+    spec=st.sampled_from(SPECS),
+    history=st.lists(update, max_size=10),
+    new=st.lists(update, min_size=1, max_size=4),
+)
 def test_a_skipped_key_keeps_its_output_at_every_later_time(spec, history, new):
     tcols = TT.columns()
     schema = {"k": I64, "a": I64, "b": I64, **{c: I64 for c in tcols}, DIFF: I64}
     raw = pl.DataFrame([(k, a, b, *t, d) for k, a, b, t, d in new], orient="row", schema=schema)
     new_frame = K.arrange(reduce_prepare(spec, raw, TT), spec.keys)
     outs = list(spec.outputs)
-    out_frame = K.arrange(pl.DataFrame(
-        output_history(spec, history), orient="row",
-        schema={"k": I64, **{n: I64 for n in outs}, **{c: I64 for c in tcols}, DIFF: I64}),
-        spec.keys)
+    out_frame = K.arrange(
+        pl.DataFrame(
+            output_history(spec, history),
+            orient="row",
+            schema={"k": I64, **{n: I64 for n in outs}, **{c: I64 for c in tcols}, DIFF: I64},
+        ),
+        spec.keys,
+    )
     both = history + new
     for small_rows in (10**9, -1):
         args = (new_frame, out_frame)
         if small_rows > 0:
             args = tuple(Rows(dict(a.schema), list(a.iter_rows())) for a in args)
         skipped = minmax_unchanged(spec, *args, TT, small_rows=small_rows)
-        keys = {row[1] for row in (skipped.rows if isinstance(skipped, Rows)
-                                   else skipped.select([KEY, "k"]).iter_rows())}
+        keys = {
+            row[1]
+            for row in (
+                skipped.rows
+                if isinstance(skipped, Rows)
+                else skipped.select([KEY, "k"]).iter_rows()
+            )
+        }
         for key in keys:
             for t in GRID:
-                assert f(spec, accumulated(both, key, t)) == \
-                    f(spec, accumulated(history, key, t)), (small_rows, key, t)
+                assert f(spec, accumulated(both, key, t)) == f(
+                    spec, accumulated(history, key, t)
+                ), (small_rows, key, t)
 
 
 def test_the_skip_takes_a_label_moving_above_the_min_after_the_output_changed():
@@ -149,11 +172,19 @@ def test_the_skip_is_bounded_by_every_later_output():
     to_null = [(0, 5, None, (0, 0), 1), (0, 5, None, (0, 2), -1), (0, None, None, (0, 2), 1)]
     check_skip(spec, to_null, [(0, 7, None, (0, 1), 1)], 0)  # the null min at (0, 2) would be 7
     # the min itself retracted, even for a larger value: not skipped
-    check_skip(spec, [(0, 5, None, (0, 0), 1), (0, 9, None, (0, 0), 1)],
-               [(0, 5, None, (0, 1), -1), (0, 7, None, (0, 1), 1)], 0)
+    check_skip(
+        spec,
+        [(0, 5, None, (0, 0), 1), (0, 9, None, (0, 0), 1)],
+        [(0, 5, None, (0, 1), -1), (0, 7, None, (0, 1), 1)],
+        0,
+    )
     # more retracted than inserted at a time: the count could reach zero
-    check_skip(spec, [(0, 5, None, (0, 0), 1), (0, 9, None, (0, 0), 1)],
-               [(0, 7, None, (0, 1), -2), (0, 8, None, (0, 1), 1)], 0)
+    check_skip(
+        spec,
+        [(0, 5, None, (0, 0), 1), (0, 9, None, (0, 0), 1)],
+        [(0, 7, None, (0, 1), -2), (0, 8, None, (0, 1), 1)],
+        0,
+    )
 
 
 def test_the_row_skip_tests_each_time_where_one_bound_for_all_is_too_coarse():
@@ -165,15 +196,21 @@ def test_the_row_skip_tests_each_time_where_one_bound_for_all_is_too_coarse():
     does not."""
     spec = SPECS[2]
     history = [(0, 5, None, (0, 0), 1), (0, 3, None, (0, 2), 1)]  # the key's label: 5, then 3
-    falling = [(0, 9, None, (1, 0), 1), (0, 9, None, (1, 1), -1), (0, 6, None, (1, 1), 1),
-               (0, 6, None, (1, 2), -1), (0, 4, None, (1, 2), 1)]
+    falling = [
+        (0, 9, None, (1, 0), 1),
+        (0, 9, None, (1, 1), -1),
+        (0, 6, None, (1, 1), 1),
+        (0, 6, None, (1, 2), -1),
+        (0, 4, None, (1, 2), 1),
+    ]
     check_skip(spec, history, falling, 0, paths=(-1,))
     check_skip(spec, history, falling, 1, paths=(10**9,))
     lower = [*falling[:-1], (0, 2, None, (1, 2), 1)]
     check_skip(spec, history, lower, 0, paths=(10**9,))
     # the same label retracted where it is the key's min (3 at (1, 2)): not skipped
-    check_skip(spec, history, [(0, 3, None, (1, 2), -1), (0, 7, None, (1, 2), 1)], 0,
-               paths=(10**9,))
+    check_skip(
+        spec, history, [(0, 3, None, (1, 2), -1), (0, 7, None, (1, 2), 1)], 0, paths=(10**9,)
+    )
 
 
 def test_the_row_skip_tests_only_times_after_a_new_update():
@@ -183,21 +220,29 @@ def test_the_row_skip_tests_only_times_after_a_new_update():
     is not."""
     spec = SPECS[2]
     history = [(0, 5, None, (1, 2), 1), (0, 5, None, (2, 1), 1)]
-    check_skip(spec, history, [(0, 8, None, (1, 2), 1), (0, 7, None, (2, 1), 1)], 1,
-               paths=(10**9,))
-    check_skip(spec, history, [(0, 8, None, (1, 2), 1), (0, 4, None, (2, 2), 1)], 0,
-               paths=(10**9,))
+    check_skip(spec, history, [(0, 8, None, (1, 2), 1), (0, 7, None, (2, 1), 1)], 1, paths=(10**9,))
+    check_skip(spec, history, [(0, 8, None, (1, 2), 1), (0, 4, None, (2, 2), 1)], 0, paths=(10**9,))
 
 
-def check_skip(spec: ReduceSpec, history: list[Any], new: list[Any], skips: int,
-               paths: tuple[int, ...] = (10**9, -1)) -> None:
+def check_skip(
+    spec: ReduceSpec,
+    history: list[Any],
+    new: list[Any],
+    skips: int,
+    paths: tuple[int, ...] = (10**9, -1),
+) -> None:
     tcols = TT.columns()
     schema = {"k": I64, "a": I64, "b": I64, **{c: I64 for c in tcols}, DIFF: I64}
     raw = pl.DataFrame([(k, a, b, *t, d) for k, a, b, t, d in new], orient="row", schema=schema)
     new_frame = K.arrange(reduce_prepare(spec, raw, TT), spec.keys)
-    out_frame = K.arrange(pl.DataFrame(
-        output_history(spec, history), orient="row",
-        schema={"k": I64, "lo": I64, **{c: I64 for c in tcols}, DIFF: I64}), spec.keys)
+    out_frame = K.arrange(
+        pl.DataFrame(
+            output_history(spec, history),
+            orient="row",
+            schema={"k": I64, "lo": I64, **{c: I64 for c in tcols}, DIFF: I64},
+        ),
+        spec.keys,
+    )
     for small_rows in paths:
         skipped = minmax_unchanged(spec, new_frame, out_frame, TT, small_rows=small_rows)
         assert skipped.height == skips, small_rows
@@ -208,18 +253,29 @@ ONE_EXTREME = [
     ReduceSpec.of("agg", ["k"], aggs=[("hi", "max", "a")], out_types={"hi": I64}),
 ]
 present = st.integers(0, 4)
-present_update = st.tuples(st.integers(0, 2), present, present, st.sampled_from(GRID),
-                           st.sampled_from([1, 1, 1, -1, 2]))
+present_update = st.tuples(
+    st.integers(0, 2), present, present, st.sampled_from(GRID), st.sampled_from([1, 1, 1, -1, 2])
+)
 
 
 @settings(max_examples=400, deadline=None)
-@given(spec=st.sampled_from(ONE_EXTREME), history=st.lists(present_update, max_size=12),
-       new=st.lists(present_update, min_size=1, max_size=6), one_time=st.booleans(),
-       least=st.booleans(), arbitrary=st.one_of(st.none(), st.lists(
-           st.tuples(st.integers(0, 2), present, st.sampled_from(GRID), st.sampled_from([1, -1])),
-           max_size=10)))
+@given(
+    spec=st.sampled_from(ONE_EXTREME),
+    history=st.lists(present_update, max_size=12),
+    new=st.lists(present_update, min_size=1, max_size=6),
+    one_time=st.booleans(),
+    least=st.booleans(),
+    arbitrary=st.one_of(
+        st.none(),
+        st.lists(
+            st.tuples(st.integers(0, 2), present, st.sampled_from(GRID), st.sampled_from([1, -1])),
+            max_size=10,
+        ),
+    ),
+)
 def test_the_array_skip_keeps_its_promise_and_agrees_with_the_other_paths(
-        spec, history, new, one_time, least, arbitrary):
+    spec, history, new, one_time, least, arbitrary
+):
     """One min (max) of a column without nulls, keyed by an integer key: the NumPy path of
     the skip keeps the promise above, and returns exactly the keys of the Polars path, and
     no key the row path does not (which also keeps the promise) (new updates at one time or
@@ -230,28 +286,46 @@ def test_the_array_skip_keeps_its_promise_and_agrees_with_the_other_paths(
     if one_time:
         new = [(k, a, b, new[0][3], d) for k, a, b, _, d in new]
     if least and spec.aggs[0][1] == "max":
-        new = [(k, -2**63 if i == 0 else a, b, t, d) for i, (k, a, b, t, d) in enumerate(new)]
+        new = [(k, -(2**63) if i == 0 else a, b, t, d) for i, (k, a, b, t, d) in enumerate(new)]
     schema = {"k": I64, "a": I64, "b": I64, **{c: I64 for c in tcols}, DIFF: I64}
     raw = pl.DataFrame([(k, a, b, *t, d) for k, a, b, t, d in new], orient="row", schema=schema)
     new_frame = K.arrange(reduce_prepare(spec, raw, TT), spec.keys)
     outs = list(spec.outputs)
-    held = (output_history(spec, history) if arbitrary is None
-            else [(k, v, *t, d) for k, v, t, d in arbitrary])
-    out_frame = K.arrange(pl.DataFrame(
-        held, orient="row",
-        schema={"k": I64, **{n: I64 for n in outs}, **{c: I64 for c in tcols}, DIFF: I64}),
-        spec.keys)
+    held = (
+        output_history(spec, history)
+        if arbitrary is None
+        else [(k, v, *t, d) for k, v, t, d in arbitrary]
+    )
+    out_frame = K.arrange(
+        pl.DataFrame(
+            held,
+            orient="row",
+            schema={"k": I64, **{n: I64 for n in outs}, **{c: I64 for c in tcols}, DIFF: I64},
+        ),
+        spec.keys,
+    )
 
     def keys_of(skipped: Any) -> set[int]:
-        return {row[1] for row in (skipped.rows if isinstance(skipped, Rows)
-                                   else skipped.select([KEY, "k"]).iter_rows())}
+        return {
+            row[1]
+            for row in (
+                skipped.rows
+                if isinstance(skipped, Rows)
+                else skipped.select([KEY, "k"]).iter_rows()
+            )
+        }
 
     applies = local_reduce._minmax_unchanged_arrays(spec, new_frame, out_frame, TT)
     assert (applies is None) == (least and spec.aggs[0][1] == "max")
     arrays = keys_of(minmax_unchanged(spec, new_frame, out_frame, TT, small_rows=-1))
-    rows = keys_of(minmax_unchanged(
-        spec, *(Rows(dict(a.schema), list(a.iter_rows())) for a in (new_frame, out_frame)),
-        TT, small_rows=10**9))
+    rows = keys_of(
+        minmax_unchanged(
+            spec,
+            *(Rows(dict(a.schema), list(a.iter_rows())) for a in (new_frame, out_frame)),
+            TT,
+            small_rows=10**9,
+        )
+    )
     original = local_reduce._minmax_unchanged_arrays
     local_reduce._minmax_unchanged_arrays = lambda *a: None
     try:
@@ -269,18 +343,20 @@ def test_the_array_skip_keeps_its_promise_and_agrees_with_the_other_paths(
 
 
 DISTINCT = ReduceSpec.of("distinct", ["k", "a"])
-record_update = st.tuples(st.integers(0, 2), st.integers(0, 1), st.sampled_from(GRID),
-                          st.sampled_from([1, 1, 1, -1, 2]))
+record_update = st.tuples(
+    st.integers(0, 2), st.integers(0, 1), st.sampled_from(GRID), st.sampled_from([1, 1, 1, -1, 2])
+)
 
 
-def present_at(updates: list[tuple[Any, ...]], record: tuple[int, int],
-               t: tuple[int, int]) -> bool:
+def present_at(updates: list[tuple[Any, ...]], record: tuple[int, int], t: tuple[int, int]) -> bool:
     return sum(d for k, a, s, d in updates if (k, a) == record and TT.less_equal(s, t)) > 0
 
 
 @settings(max_examples=400, deadline=None)
-@given(history=st.lists(record_update, max_size=10),
-       new=st.lists(record_update, min_size=1, max_size=5))
+@given(
+    history=st.lists(record_update, max_size=10),
+    new=st.lists(record_update, min_size=1, max_size=5),
+)
 def test_a_record_the_distinct_skip_returns_is_present_or_absent_as_before(history, new):
     """``distinct_unchanged`` against its promise: for each record either path returns, the
     distinct's output (the record present where its count is positive) is the same at every
@@ -300,8 +376,10 @@ def test_a_record_the_distinct_skip_returns_is_present_or_absent_as_before(histo
                     d += sign
             if d:
                 out_rows.append((*rec, i, j, d))
-    new_frame = K.arrange(pl.DataFrame([(k, a, *t, d) for k, a, t, d in new], orient="row",
-                                       schema=schema), DISTINCT.keys)
+    new_frame = K.arrange(
+        pl.DataFrame([(k, a, *t, d) for k, a, t, d in new], orient="row", schema=schema),
+        DISTINCT.keys,
+    )
     out_frame = K.arrange(pl.DataFrame(out_rows, orient="row", schema=schema), DISTINCT.keys)
     found = []
     for small_rows in (10**9, -1):
@@ -309,8 +387,7 @@ def test_a_record_the_distinct_skip_returns_is_present_or_absent_as_before(histo
         if small_rows > 0:
             args = tuple(Rows(dict(a.schema), list(a.iter_rows())) for a in args)
         skipped = local_reduce.distinct_unchanged(DISTINCT, *args, TT, small_rows=small_rows)
-        rows = (skipped.rows if isinstance(skipped, Rows)
-                else skipped.select([KEY, "k", "a"]).rows())
+        rows = skipped.rows if isinstance(skipped, Rows) else skipped.select([KEY, "k", "a"]).rows()
         found.append({(k, a) for _, k, a in rows})
     assert found[0] == found[1]
     for rec in found[0]:
@@ -324,12 +401,22 @@ def test_the_distinct_skip_takes_an_insertion_of_a_record_present_since_before()
     whose output changes after the new time."""
     tcols = TT.columns()
     schema = {"k": I64, "a": I64, **{c: I64 for c in tcols}, DIFF: I64}
-    out = K.arrange(pl.DataFrame([(0, 0, 0, 0, 1), (1, 0, 0, 0, 1), (1, 0, 2, 2, -1),
-                                  (3, 0, 0, 0, 1), (3, 0, 0, 1, -1)],
-                                 orient="row", schema=schema), DISTINCT.keys)
-    for new, skips in (([(0, 0, 1, 1, 1)], 1), ([(0, 0, 1, 1, -1)], 0),
-                       ([(0, 0, 1, 1, 1), (0, 0, 1, 2, -1)], 0), ([(2, 0, 1, 1, 1)], 0),
-                       ([(1, 0, 1, 1, 1)], 0), ([(3, 0, 1, 1, 1)], 0)):
+    out = K.arrange(
+        pl.DataFrame(
+            [(0, 0, 0, 0, 1), (1, 0, 0, 0, 1), (1, 0, 2, 2, -1), (3, 0, 0, 0, 1), (3, 0, 0, 1, -1)],
+            orient="row",
+            schema=schema,
+        ),
+        DISTINCT.keys,
+    )
+    for new, skips in (
+        ([(0, 0, 1, 1, 1)], 1),
+        ([(0, 0, 1, 1, -1)], 0),
+        ([(0, 0, 1, 1, 1), (0, 0, 1, 2, -1)], 0),
+        ([(2, 0, 1, 1, 1)], 0),
+        ([(1, 0, 1, 1, 1)], 0),
+        ([(3, 0, 1, 1, 1)], 0),
+    ):
         batch = K.arrange(pl.DataFrame(new, orient="row", schema=schema), DISTINCT.keys)
         for small_rows in (10**9, -1):
             got = local_reduce.distinct_unchanged(DISTINCT, batch, out, TT, small_rows)

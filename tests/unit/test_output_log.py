@@ -19,11 +19,13 @@ _epoch = st.lists(st.tuples(st.integers(0, 5), st.sampled_from([1, 1, -1])), max
 
 
 @pytest.mark.parametrize("held", [1, 3, 256])
-@settings(max_examples=25, deadline=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture])  # (one value for all)
-@given(epochs=st.lists(st.tuples(_epoch, st.booleans(), st.booleans()), min_size=1,
-                       max_size=14),
-       wide=st.integers(0, 13))
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)  # (one value for all)
+@given(
+    epochs=st.lists(st.tuples(_epoch, st.booleans(), st.booleans()), min_size=1, max_size=14),
+    wide=st.integers(0, 13),
+)
 def test_snapshots_and_changes_read_every_epoch_as_given(held, epochs, wide, monkeypatch):
     """A count per key over epochs of a few updates (one epoch of many: changes given as a
     frame), with reads (a snapshot at every complete epoch, and the changes) after random
@@ -85,15 +87,22 @@ def test_epochs_of_small_changes_are_held_as_rows_until_read(monkeypatch):
         flow.run()
     # (the fourth epoch held made the run of four one frame)
     assert [(a, b, type(c).__name__) for a, b, c in out._log] == [
-        (0, 2, "DataFrame"), (3, 6, "DataFrame")]
+        (0, 2, "DataFrame"),
+        (3, 6, "DataFrame"),
+    ]
     for epoch, keys in ((7, [100]), (8, range(1000, 1600)), (9, [101]), (10, [102])):
         xs.insert([(k,) for k in keys])
         flow.advance_to(epoch + 1)
         flow.run()
     # (many changes: given as a frame, between runs of rows)
     assert [(a, b, type(c).__name__) for a, b, c in out._log] == [
-        (0, 2, "DataFrame"), (3, 6, "DataFrame"), (7, 7, "Rows"), (8, 8, "DataFrame"),
-        (9, 9, "Rows"), (10, 10, "Rows")]
+        (0, 2, "DataFrame"),
+        (3, 6, "DataFrame"),
+        (7, 7, "Rows"),
+        (8, 8, "DataFrame"),
+        (9, 9, "Rows"),
+        (10, 10, "Rows"),
+    ]
     got = frame_to_counter(out.snapshot(epoch=9))
     assert got == Counter({(k, 1): 1 for k in [*range(7), 100, *range(1000, 1600), 101]})
     assert [(a, b) for a, b, _ in out._log] == [(0, 2), (3, 6), (7, 7), (8, 8), (9, 10)]

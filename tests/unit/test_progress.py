@@ -766,8 +766,10 @@ def test_tracker_with_some_frontiers_merged_agrees(args, data):
         for n in nodes:
             ports = range(len(g.inputs[n]))
             if n in merged:
-                together = minimal(g.inputs[n][0] if g.inputs[n] else EPOCHS,
-                                   [t for i in ports for t in full.frontier(n, i)])
+                together = minimal(
+                    g.inputs[n][0] if g.inputs[n] else EPOCHS,
+                    [t for i in ports for t in full.frontier(n, i)],
+                )
                 for i in ports:
                     assert set(some.frontier(n, i)) == together
             else:

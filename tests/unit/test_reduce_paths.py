@@ -45,16 +45,20 @@ def test_min_max_skip_groups_an_insertion_cannot_change_and_stay_exact():
 def test_min_inside_a_loop_skips_proposals_above_the_label():
     flow = dd.Dataflow()
     edges = flow.input("edges", schema={"src": "int64", "dst": "int64"})
-    labels = dd.graph.connected_components(edges) if hasattr(dd.graph, "connected_components") else None
+    labels = (
+        dd.graph.connected_components(edges) if hasattr(dd.graph, "connected_components") else None
+    )
     if labels is None:
         sym = edges.concat(edges.select(src=dd.col("dst"), dst=dd.col("src")))
         nodes = sym.select(node=dd.col("src")).distinct().with_columns(label=dd.col("node"))
         labels = nodes.iterate(
-            lambda x: x.join(sym, left_on="node", right_on="src")
-            .select(node=dd.col("dst"), label=dd.col("label"))
-            .concat(nodes)
-            .group_by("node")
-            .agg(label=dd.min("label"))
+            lambda x: (
+                x.join(sym, left_on="node", right_on="src")
+                .select(node=dd.col("dst"), label=dd.col("label"))
+                .concat(nodes)
+                .group_by("node")
+                .agg(label=dd.min("label"))
+            )
         )
     out = labels.output()
     rng = random.Random(5)
@@ -84,11 +88,11 @@ def test_min_max_skip_takes_retractions_strictly_inside_the_bounds(rows):
     seen = 0
     steps = [
         ([(1, 1, 1), (1, 5, 1), (1, 9, 1), (2, 3, 1), (2, 9, 1)], False),
-        ([(1, 5, -1), (1, 6, 1)], True),   # 5 -> 6, inside [1, 9]
+        ([(1, 5, -1), (1, 6, 1)], True),  # 5 -> 6, inside [1, 9]
         ([(1, 6, -1), (1, 7, 1), (1, None, 1), (1, None, -1)], True),
         ([(1, 1, -1), (1, 4, 1)], False),  # the min itself leaves: min 4
         ([(1, 9, -1), (1, 8, 1)], False),  # the max itself leaves: max 8
-        ([(2, 5, -2)], False),             # never inserted: count 0, the group goes
+        ([(2, 5, -2)], False),  # never inserted: count 0, the group goes
         ([(2, 5, 2)], False),
     ]
     for epoch, (updates, skipped) in enumerate(steps):
@@ -165,8 +169,13 @@ def _reach(a, b):
     roots = a.select(node=dd.col("v")).distinct()
     edges = b.distinct().select(src=dd.col("k"), dst=dd.col("v"))
     return roots.iterate(
-        lambda r: r.join(edges, left_on="node", right_on="src")
-        .select(node=dd.col("dst")).concat(roots).distinct())
+        lambda r: (
+            r.join(edges, left_on="node", right_on="src")
+            .select(node=dd.col("dst"))
+            .concat(roots)
+            .distinct()
+        )
+    )
 
 
 def _scc(a, b):
@@ -186,22 +195,43 @@ def _labels_from_a_over_b(a, b):
     init = a.distinct().select(node=dd.col("k"), label=dd.col("v"))
     edges = b.distinct().select(src=dd.col("k"), dst=dd.col("v"))
     labels = init.iterate(
-        lambda x: x.join(edges, left_on="node", right_on="src")
-        .select(node=dd.col("dst"), label=dd.col("label"))
-        .concat(init).group_by("node").agg(label=dd.min("label")))
+        lambda x: (
+            x.join(edges, left_on="node", right_on="src")
+            .select(node=dd.col("dst"), label=dd.col("label"))
+            .concat(init)
+            .group_by("node")
+            .agg(label=dd.min("label"))
+        )
+    )
     return labels.group_by("label").reduce(
         lambda key, group: [(len(group), sum(m for _, m in group))],
-        schema={"nodes": "int64", "total": "int64"})
+        schema={"nodes": "int64", "total": "int64"},
+    )
 
 
-@pytest.mark.parametrize("query", [_min_max, _count_and_distinct, _join_then_min, _reach,
-                                   _scc, _cc_prioritized, _labels_from_a_over_b])
+@pytest.mark.parametrize(
+    "query",
+    [
+        _min_max,
+        _count_and_distinct,
+        _join_then_min,
+        _reach,
+        _scc,
+        _cc_prioritized,
+        _labels_from_a_over_b,
+    ],
+)
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(epochs=st.lists(st.tuples(st.lists(_update, max_size=4), st.lists(_update, max_size=4)),
-                       min_size=1, max_size=6),
-       order=st.lists(st.sampled_from([True, True, False]), max_size=12),
-       runs=st.lists(st.sampled_from([True, True, False]), max_size=12),
-       rows=st.sampled_from([256, 0]))
+@given(
+    epochs=st.lists(
+        st.tuples(st.lists(_update, max_size=4), st.lists(_update, max_size=4)),
+        min_size=1,
+        max_size=6,
+    ),
+    order=st.lists(st.sampled_from([True, True, False]), max_size=12),
+    runs=st.lists(st.sampled_from([True, True, False]), max_size=12),
+    rows=st.sampled_from([256, 0]),
+)
 def test_inputs_advancing_apart_match_reference(query, epochs, order, runs, rows):
     """Two inputs close their epochs in any interleaving, with ``run()`` at random points, so
     one input's later epochs reach the operators while the other still holds an earlier epoch
@@ -257,8 +287,13 @@ class IndexedReads:
     def __enter__(self) -> IndexedReads:
         from ddflow.kernels import local, local_index
 
-        self.saved = (local_index.INDEXED_ROWS, local_index.HEAVY_ROWS, local.LOOKUP_SCAN,
-                      local_index.IndexedHistory.__init__, local_index.BatchIndex.__init__)
+        self.saved = (
+            local_index.INDEXED_ROWS,
+            local_index.HEAVY_ROWS,
+            local.LOOKUP_SCAN,
+            local_index.IndexedHistory.__init__,
+            local_index.BatchIndex.__init__,
+        )
         local_index.INDEXED_ROWS, local_index.HEAVY_ROWS, local.LOOKUP_SCAN = 6, 2, 1
         history_init, index_init = self.saved[3], self.saved[4]
 
@@ -277,8 +312,13 @@ class IndexedReads:
     def __exit__(self, *exc: object) -> None:
         from ddflow.kernels import local, local_index
 
-        (local_index.INDEXED_ROWS, local_index.HEAVY_ROWS, local.LOOKUP_SCAN,
-         local_index.IndexedHistory.__init__, local_index.BatchIndex.__init__) = self.saved
+        (
+            local_index.INDEXED_ROWS,
+            local_index.HEAVY_ROWS,
+            local.LOOKUP_SCAN,
+            local_index.IndexedHistory.__init__,
+            local_index.BatchIndex.__init__,
+        ) = self.saved
 
 
 def _run_against_reference(flow, inp, out, batches, name):

@@ -27,8 +27,12 @@ from ddflow.lattice import TimeType
 from ddflow.operators.reduce import ReduceSpec
 
 I64, STR = pl.Int64(), pl.String()
-TIMES = [TimeType(("product",)), TimeType(("product", "product")),
-         TimeType(("product", "product", "product")), TimeType(("product", "lexicographic"))]
+TIMES = [
+    TimeType(("product",)),
+    TimeType(("product", "product")),
+    TimeType(("product", "product", "product")),
+    TimeType(("product", "lexicographic")),
+]
 
 
 def lower_median(key: Any, group: list[tuple[tuple[Any, ...], int]]) -> list[tuple[Any, ...]]:
@@ -37,18 +41,34 @@ def lower_median(key: Any, group: list[tuple[tuple[Any, ...], int]]) -> list[tup
 
 
 SPECS = {
-    "agg": ReduceSpec.of("agg", ["k"], aggs=[("n", "count", None), ("s", "sum", "v"),
-                                             ("lo", "min", "v"), ("hi", "max", "s"),
-                                             ("m", "mean", "v")],
-                         out_types={"n": I64, "s": I64, "lo": I64, "hi": STR,
-                                    "m": pl.Float64()}),
-    "agg_weights": ReduceSpec.of("agg", ["k"], aggs=[("n", "count", None), ("t", "sum", "v"),
-                                                     ("m", "mean", "v")],
-                                 out_types={"n": I64, "t": I64, "m": pl.Float64()}),
+    "agg": ReduceSpec.of(
+        "agg",
+        ["k"],
+        aggs=[
+            ("n", "count", None),
+            ("s", "sum", "v"),
+            ("lo", "min", "v"),
+            ("hi", "max", "s"),
+            ("m", "mean", "v"),
+        ],
+        out_types={"n": I64, "s": I64, "lo": I64, "hi": STR, "m": pl.Float64()},
+    ),
+    "agg_weights": ReduceSpec.of(
+        "agg",
+        ["k"],
+        aggs=[("n", "count", None), ("t", "sum", "v"), ("m", "mean", "v")],
+        out_types={"n": I64, "t": I64, "m": pl.Float64()},
+    ),
     "distinct": ReduceSpec.of("distinct", ["k", "v", "s"]),
     "threshold": ReduceSpec.of("threshold", ["k", "v", "s"], fn=lambda m: m % 3 - 1),
-    "reduce": ReduceSpec.of("reduce", ["k"], fn=lower_median, values=["v", "s"],
-                            outputs=["med", "rows"], out_types={"med": I64, "rows": I64}),
+    "reduce": ReduceSpec.of(
+        "reduce",
+        ["k"],
+        fn=lower_median,
+        values=["v", "s"],
+        outputs=["med", "rows"],
+        out_types={"med": I64, "rows": I64},
+    ),
 }
 
 keys = st.one_of(st.none(), st.integers(0, 2))
@@ -67,43 +87,63 @@ def cases(draw: st.DrawFn) -> tuple[str, TimeType, pl.DataFrame, pl.DataFrame, p
     tt = draw(st.sampled_from(TIMES))
     tcols = tt.columns()
     k = LocalKernels()
-    rows = draw(st.lists(st.tuples(keys, values, strs, times(tt), st.sampled_from([1, 1, 2, -1])),
-                         max_size=25))
-    raw = pl.DataFrame([(a, v, s, *t, d) for a, v, s, t, d in rows], orient="row",
-                       schema={"k": I64, "v": I64, "s": STR, **{c: I64 for c in tcols}, DIFF: I64})
+    rows = draw(
+        st.lists(
+            st.tuples(keys, values, strs, times(tt), st.sampled_from([1, 1, 2, -1])), max_size=25
+        )
+    )
+    raw = pl.DataFrame(
+        [(a, v, s, *t, d) for a, v, s, t, d in rows],
+        orient="row",
+        schema={"k": I64, "v": I64, "s": STR, **{c: I64 for c in tcols}, DIFF: I64},
+    )
     if kind == "agg":  # a non-null count column for min/max of a string
         raw = raw.with_columns(pl.col("s").fill_null("z"))
     history = k.arrange(reduce_prepare(spec, raw, tt), spec.keys)
 
     outs = list(spec.outputs)
     out_types = {n: spec.out_types[n] for n in outs}
-    out_rows = draw(st.lists(st.tuples(keys, st.integers(-2, 2), times(tt),
-                                       st.sampled_from([1, -1])), max_size=10))
+    out_rows = draw(
+        st.lists(
+            st.tuples(keys, st.integers(-2, 2), times(tt), st.sampled_from([1, -1])), max_size=10
+        )
+    )
+
     def out_value(n: str, x: int) -> Any:
         return {"String": str(x), "Float64": x / 2}.get(str(out_types[n]), x)
 
     out_history = pl.DataFrame(
-        [(a, *(out_value(n, x) for n in outs), *t, d) for a, x, t, d in out_rows], orient="row",
-        schema={"k": I64, **out_types, **{c: I64 for c in tcols}, DIFF: I64})
+        [(a, *(out_value(n, x) for n in outs), *t, d) for a, x, t, d in out_rows],
+        orient="row",
+        schema={"k": I64, **out_types, **{c: I64 for c in tcols}, DIFF: I64},
+    )
     if kind in ("distinct", "threshold"):  # their outputs are the key columns
         out_history = history.select([*spec.keys, *tcols, DIFF]).head(draw(st.integers(0, 5)))
     out_history = k.arrange(out_history, spec.keys)
-    query_rows = draw(st.lists(st.tuples(st.integers(0, max(history.height - 1, 0)), times(tt)),
-                               max_size=8))
+    query_rows = draw(
+        st.lists(st.tuples(st.integers(0, max(history.height - 1, 0)), times(tt)), max_size=8)
+    )
     if history.height == 0:
         query_rows = []
     queries = pl.DataFrame(
         [(*history.row(i, named=True).values(),) for i, _ in query_rows],
-        schema=history.schema, orient="row").select([KEY, *spec.keys])
-    queries = queries.with_columns([pl.Series(c, [t[j] for _, t in query_rows], dtype=I64)
-                                    for j, c in enumerate(tcols)]).unique()
+        schema=history.schema,
+        orient="row",
+    ).select([KEY, *spec.keys])
+    queries = queries.with_columns(
+        [pl.Series(c, [t[j] for _, t in query_rows], dtype=I64) for j, c in enumerate(tcols)]
+    ).unique()
     return kind, tt, queries, history, out_history
 
 
 def consolidated(frame: pl.DataFrame) -> pl.DataFrame:
     cols = [c for c in frame.columns if c != DIFF]
-    return (frame.group_by(cols).agg(pl.col(DIFF).sum()).filter(pl.col(DIFF) != 0)
-            .sort(cols, nulls_last=False))
+    return (
+        frame.group_by(cols)
+        .agg(pl.col(DIFF).sum())
+        .filter(pl.col(DIFF) != 0)
+        .sort(cols, nulls_last=False)
+    )
 
 
 @settings(max_examples=300, deadline=None)
@@ -118,8 +158,9 @@ def test_row_path_equals_columnar_path(case):
     once = queries.unique(subset=[KEY, *spec.keys], keep="first", maintain_order=True)
     once_rows = reduce_evaluate(spec, once, history, out_history, tt, small_rows=10**9)
     once_columnar = reduce_evaluate(spec, once, history, out_history, tt, small_rows=-1)
-    assert_frame_equal(consolidated(as_frame(once_rows)), consolidated(as_frame(once_columnar)),
-                       check_exact=True)
+    assert_frame_equal(
+        consolidated(as_frame(once_rows)), consolidated(as_frame(once_columnar)), check_exact=True
+    )
     # the columnar path in slices of keys, as for a large history
     limit, local_reduce.EVALUATE_SLICE_ROWS = local_reduce.EVALUATE_SLICE_ROWS, 3
     try:
@@ -136,28 +177,40 @@ def test_a_value_that_cancels_by_the_query_time_is_not_in_the_group(kind):
     (a custom reduce's and a distinct's group functions leave such values out themselves;
     a threshold's and a distinct's keys are whole records, each its own group)."""
     spec, tt, k = SPECS[kind], TimeType(("product",)), LocalKernels()
-    raw = pl.DataFrame([(1, 5, "a", 0, 1), (1, 5, "a", 1, -1), (1, 7, "b", 0, 1)], orient="row",
-                       schema={"k": I64, "v": I64, "s": STR, "__t0": I64, DIFF: I64})
+    raw = pl.DataFrame(
+        [(1, 5, "a", 0, 1), (1, 5, "a", 1, -1), (1, 7, "b", 0, 1)],
+        orient="row",
+        schema={"k": I64, "v": I64, "s": STR, "__t0": I64, DIFF: I64},
+    )
     history = k.arrange(reduce_prepare(spec, raw, tt), spec.keys)
     out_history = history.select([*spec.keys, "__t0", DIFF]).clear()
     if kind == "reduce":
-        out_history = pl.DataFrame(schema={"k": I64, "med": I64, "rows": I64, "__t0": I64,
-                                           DIFF: I64})
+        out_history = pl.DataFrame(
+            schema={"k": I64, "med": I64, "rows": I64, "__t0": I64, DIFF: I64}
+        )
     out_history = k.arrange(out_history, spec.keys)
     for at in ([1], [0, 1]):
-        queries = pl.concat([history.select([KEY, *spec.keys]).unique(maintain_order=True)
-                             .with_columns(pl.lit(t, dtype=I64).alias("__t0")) for t in at])
+        queries = pl.concat(
+            [
+                history.select([KEY, *spec.keys])
+                .unique(maintain_order=True)
+                .with_columns(pl.lit(t, dtype=I64).alias("__t0"))
+                for t in at
+            ]
+        )
         for small_rows in (10**9, -1):
-            got = as_frame(reduce_evaluate(spec, queries, history, out_history, tt,
-                                           small_rows=small_rows))
+            got = as_frame(
+                reduce_evaluate(spec, queries, history, out_history, tt, small_rows=small_rows)
+            )
             at_1 = consolidated(got.filter(pl.col("__t0") == 1).drop("__t0"))
             if kind == "reduce":  # one value left: the median 7 of one distinct row
                 want = [(1, 7, 1, 1)] if at == [1] else [(1, 7, 1, 1), (1, 5, 2, -1)]
                 assert sorted(at_1.select(["k", "med", "rows", DIFF]).rows()) == sorted(want)
             else:  # the record (1, 5, a) is gone at time 1: no row for it there (fn(0)
                 # would give one), but the retraction of a distinct's earlier row
-                rows = [r for r in at_1.select(["k", "v", "s", DIFF]).rows()
-                        if r[:3] == (1, 5, "a")]
+                rows = [
+                    r for r in at_1.select(["k", "v", "s", DIFF]).rows() if r[:3] == (1, 5, "a")
+                ]
                 want = [(1, 5, "a", -1)] if kind == "distinct" and at == [0, 1] else []
                 assert rows == want, (at, small_rows)
 
@@ -169,7 +222,8 @@ def test_float_columns_take_the_columnar_path():
     history = LocalKernels().arrange(reduce_prepare(spec, raw, tt), spec.keys)
     queries = history.select([KEY, "k", "__t0"]).unique()
     empty = LocalKernels().arrange(
-        pl.DataFrame(schema={"k": I64, "t": pl.Float64(), "__t0": I64, DIFF: I64}), ["k"])
+        pl.DataFrame(schema={"k": I64, "t": pl.Float64(), "__t0": I64, DIFF: I64}), ["k"]
+    )
     small = as_frame(reduce_evaluate(spec, queries, history, empty, tt, small_rows=10**9))
     columnar = as_frame(reduce_evaluate(spec, queries, history, empty, tt, small_rows=-1))
     # Polars' grouped sum, not Python's left-to-right one (which differs here)
@@ -223,38 +277,64 @@ def bounded_cases(draw: st.DrawFn) -> tuple[ReduceSpec, TimeType, Any, Any, Any]
     tt = draw(st.sampled_from([TimeType(("product",)), TimeType(("product", "product"))]))
     tcols = tt.columns()
     k = LocalKernels()
-    rows = draw(st.lists(st.tuples(st.integers(0, 4), st.integers(-3, 3), times(tt),
-                                   st.sampled_from([1, 1, 2, -1])), min_size=1, max_size=40))
-    raw = pl.DataFrame([(a, v, *t, d) for a, v, t, d in rows], orient="row",
-                       schema={"k": I64, "v": I64, **{c: I64 for c in tcols}, DIFF: I64})
+    rows = draw(
+        st.lists(
+            st.tuples(
+                st.integers(0, 4), st.integers(-3, 3), times(tt), st.sampled_from([1, 1, 2, -1])
+            ),
+            min_size=1,
+            max_size=40,
+        )
+    )
+    raw = pl.DataFrame(
+        [(a, v, *t, d) for a, v, t, d in rows],
+        orient="row",
+        schema={"k": I64, "v": I64, **{c: I64 for c in tcols}, DIFF: I64},
+    )
     history = k.arrange(reduce_prepare(spec, raw, tt), spec.keys)
     (name,) = spec.outputs
-    out_rows = draw(st.lists(st.tuples(st.integers(0, 4), st.integers(-3, 3), times(tt),
-                                       st.sampled_from([1, 1, 1, -1])), max_size=10))
-    out_history = k.arrange(pl.DataFrame(
-        [(a, x, *t, d) for a, x, t, d in out_rows], orient="row",
-        schema={"k": I64, name: I64, **{c: I64 for c in tcols}, DIFF: I64}), spec.keys)
+    out_rows = draw(
+        st.lists(
+            st.tuples(
+                st.integers(0, 4), st.integers(-3, 3), times(tt), st.sampled_from([1, 1, 1, -1])
+            ),
+            max_size=10,
+        )
+    )
+    out_history = k.arrange(
+        pl.DataFrame(
+            [(a, x, *t, d) for a, x, t, d in out_rows],
+            orient="row",
+            schema={"k": I64, name: I64, **{c: I64 for c in tcols}, DIFF: I64},
+        ),
+        spec.keys,
+    )
     qkeys = draw(st.lists(st.integers(0, 5), unique=True, min_size=1, max_size=6))
     qtimes = [draw(times(tt)) for _ in qkeys]
-    queries = pl.DataFrame([(a, a, *t) for a, t in zip(qkeys, qtimes, strict=True)], orient="row",
-                           schema={KEY: I64, "k": I64, **{c: I64 for c in tcols}})
+    queries = pl.DataFrame(
+        [(a, a, *t) for a, t in zip(qkeys, qtimes, strict=True)],
+        orient="row",
+        schema={KEY: I64, "k": I64, **{c: I64 for c in tcols}},
+    )
     return spec, tt, queries, history, out_history
 
 
-def evaluate_with(bounded: Any, spec: ReduceSpec, tt: TimeType, queries: Any, history: Any,
-                  out_history: Any) -> pl.DataFrame:
+def evaluate_with(
+    bounded: Any, spec: ReduceSpec, tt: TimeType, queries: Any, history: Any, out_history: Any
+) -> pl.DataFrame:
     """The columnar evaluation with ``_extreme_by_bound`` replaced by ``bounded``, tried on
     histories of any size and taken whatever share of them is below the bounds."""
-    saved = (local_reduce._extreme_by_bound, local_reduce.BOUNDED_ROWS,
-             local_reduce.BOUNDED_SHARE)
+    saved = (local_reduce._extreme_by_bound, local_reduce.BOUNDED_ROWS, local_reduce.BOUNDED_SHARE)
     local_reduce._extreme_by_bound = bounded
     local_reduce.BOUNDED_ROWS, local_reduce.BOUNDED_SHARE = 0, 1.0
     try:
-        return consolidated(as_frame(
-            reduce_evaluate(spec, queries, history, out_history, tt, small_rows=-1)))
+        return consolidated(
+            as_frame(reduce_evaluate(spec, queries, history, out_history, tt, small_rows=-1))
+        )
     finally:
-        (local_reduce._extreme_by_bound, local_reduce.BOUNDED_ROWS,
-         local_reduce.BOUNDED_SHARE) = saved
+        (local_reduce._extreme_by_bound, local_reduce.BOUNDED_ROWS, local_reduce.BOUNDED_SHARE) = (
+            saved
+        )
 
 
 @settings(max_examples=400, deadline=None)
@@ -278,11 +358,14 @@ def test_bounded_min_max_equals_the_general_path(case):
 
 
 @settings(max_examples=400, deadline=None)
-@given(case=bounded_cases(), cuts=st.lists(st.integers(0, 40), max_size=3),
-       by_value=st.lists(st.booleans(), min_size=4, max_size=4), heavy=st.integers(1, 3),
-       summary_rows=st.sampled_from([1, 5, 1 << 20]))
-def test_indexed_history_equals_the_updates_it_indexes(case, cuts, by_value, heavy,
-                                                       summary_rows):
+@given(
+    case=bounded_cases(),
+    cuts=st.lists(st.integers(0, 40), max_size=3),
+    by_value=st.lists(st.booleans(), min_size=4, max_size=4),
+    heavy=st.integers(1, 3),
+    summary_rows=st.sampled_from([1, 5, 1 << 20]),
+)
+def test_indexed_history_equals_the_updates_it_indexes(case, cuts, by_value, heavy, summary_rows):
     """The history of the queried keys read through batch indexes (:mod:`local_index`: times
     and counts from per-(key, time) summaries of the heavy keys, values up to a bound from the
     front of a key's rows where the batch is sorted by value) against the same updates read
@@ -303,21 +386,36 @@ def test_indexed_history_equals_the_updates_it_indexes(case, cuts, by_value, hea
             part = part.sort([KEY, value, *tcols])
         parts.append(part)
     codes = np.unique(queries.get_column(KEY).to_numpy())
-    saved = (local_index.INDEXED_ROWS, local_index.HEAVY_ROWS, local.LOOKUP_SCAN,
-             local_index.SUMMARY_ROWS)
-    (local_index.INDEXED_ROWS, local_index.HEAVY_ROWS, local.LOOKUP_SCAN,
-     local_index.SUMMARY_ROWS) = 1, heavy, 0, summary_rows  # (summaries in ranges of keys)
+    saved = (
+        local_index.INDEXED_ROWS,
+        local_index.HEAVY_ROWS,
+        local.LOOKUP_SCAN,
+        local_index.SUMMARY_ROWS,
+    )
+    (
+        local_index.INDEXED_ROWS,
+        local_index.HEAVY_ROWS,
+        local.LOOKUP_SCAN,
+        local_index.SUMMARY_ROWS,
+    ) = 1, heavy, 0, summary_rows  # (summaries in ranges of keys)
     try:
         indexed = k.indexed_history(parts, codes, spec.keys, tt)
         if indexed is None:  # no queried key has `heavy` updates in a batch: nothing to index
-            assert not any(p.filter(pl.col(KEY).is_in(codes.tolist())).group_by(KEY).len()
-                           .filter(pl.col("len") >= heavy).height for p in parts)
+            assert not any(
+                p.filter(pl.col(KEY).is_in(codes.tolist()))
+                .group_by(KEY)
+                .len()
+                .filter(pl.col("len") >= heavy)
+                .height
+                for p in parts
+            )
             return
         whole = pl.concat(parts)
 
         def evaluate(h: Any) -> pl.DataFrame:
-            return consolidated(as_frame(
-                reduce_evaluate(spec, queries, h, out_history, tt, small_rows=-1)))
+            return consolidated(
+                as_frame(reduce_evaluate(spec, queries, h, out_history, tt, small_rows=-1))
+            )
 
         real = local_reduce._extreme_by_bound
         taken: list[bool] = []
@@ -351,22 +449,35 @@ def test_indexed_history_equals_the_updates_it_indexes(case, cuts, by_value, hea
         assert tuples.names == tuple(whole.columns)
         asked = whole.filter(pl.col(KEY).is_in(codes.tolist()))
         assert sorted(tuples.rows) == sorted(asked.rows())
-        by_rows = consolidated(as_frame(
-            reduce_evaluate(spec, queries, indexed, out_history, tt, small_rows=10**9)))
+        by_rows = consolidated(
+            as_frame(reduce_evaluate(spec, queries, indexed, out_history, tt, small_rows=10**9))
+        )
         assert_frame_equal(by_rows, whole_result, check_exact=True)
         new = queries.select([KEY, "k", *tcols])
-        assert (as_sets(local_reduce.interesting_times(new, indexed, tt, spec.keys, -1))
-                == as_sets(local_reduce.interesting_times(new, whole, tt, spec.keys, -1)))
+        assert as_sets(local_reduce.interesting_times(new, indexed, tt, spec.keys, -1)) == as_sets(
+            local_reduce.interesting_times(new, whole, tt, spec.keys, -1)
+        )
     finally:
-        (local_index.INDEXED_ROWS, local_index.HEAVY_ROWS, local.LOOKUP_SCAN,
-         local_index.SUMMARY_ROWS) = saved
+        (
+            local_index.INDEXED_ROWS,
+            local_index.HEAVY_ROWS,
+            local.LOOKUP_SCAN,
+            local_index.SUMMARY_ROWS,
+        ) = saved
 
 
 @settings(max_examples=200, deadline=None)
-@given(rows=st.lists(st.tuples(st.integers(0, 8), st.one_of(st.none(), st.integers(-5, 5)),
-                               st.sampled_from([-1, 1, 2])), max_size=30),
-       extra=st.lists(st.integers(0, 12), max_size=5), sign=st.sampled_from([1, -1]),
-       shuffle=st.randoms())
+@given(
+    rows=st.lists(
+        st.tuples(
+            st.integers(0, 8), st.one_of(st.none(), st.integers(-5, 5)), st.sampled_from([-1, 1, 2])
+        ),
+        max_size=30,
+    ),
+    extra=st.lists(st.integers(0, 12), max_size=5),
+    sign=st.sampled_from([1, -1]),
+    shuffle=st.randoms(),
+)
 def test_bounds_of_a_bounded_min_max_are_the_single_output_rows(rows, extra, sign, shuffle):
     """The bound of each query of the bounded min/max evaluation (``_single_rows``): set
     exactly for the keys whose accumulated output is one row of multiplicity 1 with a value,

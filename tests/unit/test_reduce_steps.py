@@ -28,7 +28,7 @@ def _spy_evaluations(monkeypatch) -> dict[int, Counter]:
         def queries(pending: Any, tt: Any, *args: Any) -> Any:
             q = real(pending, tt, *args)
             width = tt.width
-            for row in (q.rows if hasattr(q, "rows") else q.rows()):
+            for row in q.rows if hasattr(q, "rows") else q.rows():
                 # (KEY, keys..., times...): the code and the times identify the pair
                 seen[self.index][(row[0], *row[-width:])] += 1
             return q
@@ -140,8 +140,16 @@ def _path_components(length: int) -> tuple[dd.Dataflow, Any, Any, Counter]:
     return flow, edges, result, Counter(path)
 
 
-def _change_epochs(flow: dd.Dataflow, edges: Any, result: Any, live: Counter,
-                   rng: random.Random, epochs: range, nodes: int, remove_every: int) -> None:
+def _change_epochs(
+    flow: dd.Dataflow,
+    edges: Any,
+    result: Any,
+    live: Counter,
+    rng: random.Random,
+    epochs: range,
+    nodes: int,
+    remove_every: int,
+) -> None:
     """One edge changed per epoch (a live edge removed every ``remove_every`` epochs, else a
     random edge among ``nodes`` nodes inserted), the labels checked against the reference
     after each."""
@@ -189,8 +197,9 @@ def test_a_key_read_before_is_not_read_again(monkeypatch):
 
     monkeypatch.setattr(ReduceOp, "_evaluate", spying)
     flow, edges, result, live = _path_components(15)
-    reads = _count_reads(monkeypatch, [
-        op for op in flow.worker.operators if isinstance(op, ReduceOp)])
+    reads = _count_reads(
+        monkeypatch, [op for op in flow.worker.operators if isinstance(op, ReduceOp)]
+    )
     _change_epochs(flow, edges, result, live, random.Random(3), range(2, 14), 16, 2)
     assert cached and not any(cached), cached
     # (some of them after their output's trace merged batches: a read is kept through merges)
@@ -240,8 +249,7 @@ def _kept_input_read() -> tuple[ReduceOp, Any]:
     """Components of a short path after one more edge: the loop's min reduce, and what it
     keeps of its input's reads."""
     flow, edges, _, _ = _path_components(6)
-    op = next(o for o in flow.worker.operators
-              if isinstance(o, ReduceOp) and o.spec.kind == "agg")
+    op = next(o for o in flow.worker.operators if isinstance(o, ReduceOp) and o.spec.kind == "agg")
     edges.insert([(2, 9)])
     flow.advance_to(2)
     flow.run()
@@ -363,10 +371,13 @@ def test_a_kept_read_through_indexes_holds_only_batches_of_its_trace(monkeypatch
         kept = self._read.get(what)
         refresh(self, what, spine, added)
         # (dropped though only merges changed the trace, and the read is of a few keys)
-        counts["dropped"] += (kept is not None and hasattr(kept[1], "indexed")
-                              and len(kept[0]) <= SMALL_KEYS
-                              and spine.inserted == kept[2][0] + len(added)
-                              and what not in self._read)
+        counts["dropped"] += (
+            kept is not None
+            and hasattr(kept[1], "indexed")
+            and len(kept[0]) <= SMALL_KEYS
+            and spine.inserted == kept[2][0] + len(added)
+            and what not in self._read
+        )
 
     monkeypatch.setattr(ReduceOp, "schedule", stepped)
     monkeypatch.setattr(ReduceOp, "_refresh", refreshing)

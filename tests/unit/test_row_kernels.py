@@ -40,10 +40,14 @@ def times(tt: TimeType) -> st.SearchStrategy[tuple[int, ...]]:
 
 @st.composite
 def batches(draw: st.DrawFn, tt: TimeType, max_size: int = 12) -> pl.DataFrame:
-    rows = draw(st.lists(st.tuples(ints, strs, times(tt), st.sampled_from([1, -1, 2])),
-                         max_size=max_size))
-    return pl.DataFrame([(a, s, *t, d) for a, s, t, d in rows], orient="row",
-                        schema={"a": I64, "s": STR, **{c: I64 for c in tt.columns()}, DIFF: I64})
+    rows = draw(
+        st.lists(st.tuples(ints, strs, times(tt), st.sampled_from([1, -1, 2])), max_size=max_size)
+    )
+    return pl.DataFrame(
+        [(a, s, *t, d) for a, s, t, d in rows],
+        orient="row",
+        schema={"a": I64, "s": STR, **{c: I64 for c in tt.columns()}, DIFF: I64},
+    )
 
 
 def rows_of(f: pl.DataFrame) -> Rows:
@@ -94,16 +98,20 @@ def test_projections_and_fallbacks_agree(data: st.DataObject, tt: TimeType) -> N
     swap = [K.compile(col("s"), schema, "x"), K.compile(col("a"), schema, "y")]
     same(K.select(r, swap, tt), COLUMNAR.select(f, swap, tt))
     renamed = [K.compile(col("a"), schema, "s")]
-    same(K.with_columns(r, renamed, ["a", "s"], tt),
-         COLUMNAR.with_columns(f, renamed, ["a", "s"], tt))
+    same(
+        K.with_columns(r, renamed, ["a", "s"], tt),
+        COLUMNAR.with_columns(f, renamed, ["a", "s"], tt),
+    )
     computed = [K.compile(col("a") * 2 + 1, schema, "b")]  # not a plain column: via Polars
     same(K.select(r, computed, tt), COLUMNAR.select(f, computed, tt))
     # a cast to the column's own type is a projection; to another type, Polars converts
     kept = [K.compile(col("a").cast("int64"), schema, "b"), K.compile(col("s"), schema, "t")]
     assert [getattr(c, "_dd_column", None) for c in kept] == [("a", "b"), ("s", "t")]
     same(K.select(r, kept, tt), COLUMNAR.select(f, kept, tt))
-    converted = [K.compile(col("a").cast("float64"), schema, "b"),
-                 K.compile(col("a").cast("int32"), schema, "c")]
+    converted = [
+        K.compile(col("a").cast("float64"), schema, "b"),
+        K.compile(col("a").cast("int32"), schema, "c"),
+    ]
     assert [getattr(c, "_dd_column", None) for c in converted] == [None, None]
     same(K.select(r, converted, tt), COLUMNAR.select(f, converted, tt))
     pred = K.compile(col("a") > 0, schema, None)
@@ -116,18 +124,28 @@ def int_batches(draw: st.DrawFn, tt: TimeType, nulls: bool) -> pl.DataFrame:
     """Batches of integer columns only (``a`` with nulls when ``nulls``), as most traces
     hold."""
     a = st.one_of(st.none(), st.integers(-3, 3)) if nulls else st.integers(-3, 3)
-    rows = draw(st.lists(st.tuples(a, st.integers(0, 2), times(tt), st.sampled_from([1, -1, 2])),
-                         max_size=30))
-    return pl.DataFrame([(x, y, *t, d) for x, y, t, d in rows], orient="row",
-                        schema={"a": I64, "b": pl.Int32(), **{c: I64 for c in tt.columns()},
-                                DIFF: I64})
+    rows = draw(
+        st.lists(
+            st.tuples(a, st.integers(0, 2), times(tt), st.sampled_from([1, -1, 2])), max_size=30
+        )
+    )
+    return pl.DataFrame(
+        [(x, y, *t, d) for x, y, t, d in rows],
+        orient="row",
+        schema={"a": I64, "b": pl.Int32(), **{c: I64 for c in tt.columns()}, DIFF: I64},
+    )
 
 
 @settings(max_examples=200, deadline=None)
-@given(data=st.data(), tt=st.sampled_from([OUTER, *TIMES]),
-       keys=st.sampled_from([["a"], ["a", "b"], []]), nulls=st.booleans())
-def test_merges_agree_with_a_reference(data: st.DataObject, tt: TimeType, keys: list[str],
-                                       nulls: bool) -> None:
+@given(
+    data=st.data(),
+    tt=st.sampled_from([OUTER, *TIMES]),
+    keys=st.sampled_from([["a"], ["a", "b"], []]),
+    nulls=st.booleans(),
+)
+def test_merges_agree_with_a_reference(
+    data: st.DataObject, tt: TimeType, keys: list[str], nulls: bool
+) -> None:
     """A merge of arranged batches, rows and frames mixed as a trace holds them, advances
     every time by the frontier and sums the diffs of equal updates, whichever way it goes:
     rows in one pass (all rows, few), NumPy (integer columns without nulls, a product
@@ -139,11 +157,14 @@ def test_merges_agree_with_a_reference(data: st.DataObject, tt: TimeType, keys: 
         for a, b, *t, d in p.iter_rows():
             u = (a, b, *tt.advance_by(t, since))
             sums[u] = sums.get(u, 0) + d
-    want = pl.DataFrame([(*u, d) for u, d in sums.items() if d], orient="row",
-                        schema=parts[0].schema)
+    want = pl.DataFrame(
+        [(*u, d) for u, d in sums.items() if d], orient="row", schema=parts[0].schema
+    )
     as_rows_too = data.draw(st.lists(st.booleans(), min_size=len(parts), max_size=len(parts)))
-    mixed = [K.arrange(rows_of(p), keys) if r else COLUMNAR.arrange(p, keys)
-             for p, r in zip(parts, as_rows_too, strict=True)]
+    mixed = [
+        K.arrange(rows_of(p), keys) if r else COLUMNAR.arrange(p, keys)
+        for p, r in zip(parts, as_rows_too, strict=True)
+    ]
     every_row = [K.arrange(rows_of(p), keys) for p in parts]
     reference = COLUMNAR.arrange(want, keys)
     for kernels, batches in ((K, mixed), (K, every_row), (COLUMNAR, mixed)):
@@ -162,14 +183,36 @@ def test_merges_agree_with_a_reference(data: st.DataObject, tt: TimeType, keys: 
 
 
 #: expressions small batches evaluate in Python (``_dd_row``), and some they leave to Polars
-ROW_EXPRS = [col("a") + col("a"), col("a") - 1, (5 - col("a")).cast("int64"),
-             col("a") + (2**63 - 2), col("a") - (2**63 - 1),  # (overflow: Polars decides)
-             col("a") == 1, col("a") != col("a") - 1, col("a") < 0, col("a") <= col("a"),
-             col("a") > -1, col("a") >= 2, col("s") < "ab", col("s") == col("s"),
-             col("s") >= "b", lit("b") > col("s"), lit(1) + 2 == col("a"), lit(5), lit("q"),
-             lit(2**40) - col("a")]
-POLARS_EXPRS = [col("a") * 2, col("a") / 2, col("a").cast("int32") + 1, col("a").cast("float64"),
-                col("a").is_null(), (col("a") > 0) & (col("s") == "a"), col("a") == lit(1.5)]
+ROW_EXPRS = [
+    col("a") + col("a"),
+    col("a") - 1,
+    (5 - col("a")).cast("int64"),
+    col("a") + (2**63 - 2),
+    col("a") - (2**63 - 1),  # (overflow: Polars decides)
+    col("a") == 1,
+    col("a") != col("a") - 1,
+    col("a") < 0,
+    col("a") <= col("a"),
+    col("a") > -1,
+    col("a") >= 2,
+    col("s") < "ab",
+    col("s") == col("s"),
+    col("s") >= "b",
+    lit("b") > col("s"),
+    lit(1) + 2 == col("a"),
+    lit(5),
+    lit("q"),
+    lit(2**40) - col("a"),
+]
+POLARS_EXPRS = [
+    col("a") * 2,
+    col("a") / 2,
+    col("a").cast("int32") + 1,
+    col("a").cast("float64"),
+    col("a").is_null(),
+    (col("a") > 0) & (col("s") == "a"),
+    col("a") == lit(1.5),
+]
 
 
 @settings(max_examples=150, deadline=None)
@@ -180,8 +223,7 @@ def test_expressions_of_rows_are_polars_results(data: st.DataObject, tt: TimeTyp
     f = data.draw(batches(tt))
     r = rows_of(f)
     schema = Schema({"a": "int64?", "s": "str?"})
-    picked = data.draw(st.lists(st.sampled_from(ROW_EXPRS + POLARS_EXPRS), min_size=1,
-                                max_size=3))
+    picked = data.draw(st.lists(st.sampled_from(ROW_EXPRS + POLARS_EXPRS), min_size=1, max_size=3))
     compiled = [K.compile(e, schema, f"x{i}") for i, e in enumerate(picked)]
     got, want = K.select(r, compiled, tt), COLUMNAR.select(f, compiled, tt)
     assert dict(frame(got).schema) == dict(want.schema)
@@ -197,16 +239,19 @@ def test_expressions_of_rows_are_polars_results(data: st.DataObject, tt: TimeTyp
 
 def test_an_overflowing_row_goes_to_polars() -> None:
     schema = Schema({"a": "int64?", "s": "str?"})
-    f = pl.DataFrame({"a": [2**62, None], "s": ["a", "b"], "__t0": [0, 0], DIFF: [1, 1]},
-                     schema={"a": I64, "s": STR, "__t0": I64, DIFF: I64})
+    f = pl.DataFrame(
+        {"a": [2**62, None], "s": ["a", "b"], "__t0": [0, 0], DIFF: [1, 1]},
+        schema={"a": I64, "s": STR, "__t0": I64, DIFF: I64},
+    )
     twice = [K.compile(col("a") + col("a"), schema, "b")]
     want = COLUMNAR.select(f, twice, OUTER)
     assert frame(K.select(rows_of(f), twice, OUTER)).equals(want)
 
 
 @settings(max_examples=150, deadline=None)
-@given(data=st.data(), tt=st.sampled_from(TIMES),
-       keys=st.sampled_from([["a"], ["s"], ["a", "s"], []]))
+@given(
+    data=st.data(), tt=st.sampled_from(TIMES), keys=st.sampled_from([["a"], ["s"], ["a", "s"], []])
+)
 def test_arrangements_agree(data: st.DataObject, tt: TimeType, keys: list[str]) -> None:
     parts = data.draw(st.lists(batches(tt), min_size=1, max_size=3))
     arranged_r = [K.arrange(rows_of(p), keys) for p in parts]
@@ -222,8 +267,10 @@ def test_arrangements_agree(data: st.DataObject, tt: TimeType, keys: list[str]) 
     # a trace holding row and columnar batches at once answers lookups the same
     all_codes = sorted({c for b in arranged_f for c in b.get_column(KEY).to_list()})
     ask = sorted(data.draw(st.sets(st.sampled_from(all_codes)))) if all_codes else []
-    mixed = K.concat([K.lookup(a, np.array(ask, dtype=np.int64)) for a in arranged_r]
-                     + [K.lookup(b, np.array(ask, dtype=np.int64)) for b in arranged_f])
+    mixed = K.concat(
+        [K.lookup(a, np.array(ask, dtype=np.int64)) for a in arranged_r]
+        + [K.lookup(b, np.array(ask, dtype=np.int64)) for b in arranged_f]
+    )
     asked = np.array(ask, dtype=np.int64)
     columnar = COLUMNAR.concat([COLUMNAR.lookup(b, asked) for b in arranged_f] * 2)
     same(mixed, columnar)
@@ -232,8 +279,11 @@ def test_arrangements_agree(data: st.DataObject, tt: TimeType, keys: list[str]) 
 
 
 @settings(max_examples=150, deadline=None)
-@given(data=st.data(), tt=st.sampled_from(TIMES),
-       on=st.sampled_from([(["a"], ["a"]), (["s"], ["s"]), (["a", "s"], ["a", "s"])]))
+@given(
+    data=st.data(),
+    tt=st.sampled_from(TIMES),
+    on=st.sampled_from([(["a"], ["a"]), (["s"], ["s"]), (["a", "s"], ["a", "s"])]),
+)
 def test_joins_agree(data: st.DataObject, tt: TimeType, on: tuple[list[str], list[str]]) -> None:
     left, right = data.draw(batches(tt)), data.draw(batches(tt))
     output = [("l", "a", "a"), ("l", "s", "ls"), ("r", "s", "rs")]
@@ -247,9 +297,11 @@ def skip_agrees(spec: ReduceSpec, new: Any, out_history: pl.DataFrame, tt: TimeT
     """The row path of the min/max skip returns the keys of the columnar path, and no others
     once its time-by-time test (for the keys the single bound does not clear) is off; with it
     on, those keys and perhaps more."""
+
     def skipped() -> Counter:
-        return bag(minmax_unchanged(spec, rows_of(frame(new)), rows_of(out_history), tt,
-                                    small_rows=10**9))
+        return bag(
+            minmax_unchanged(spec, rows_of(frame(new)), rows_of(out_history), tt, small_rows=10**9)
+        )
 
     want = bag(minmax_unchanged(spec, frame(new), out_history, tt, small_rows=-1))
     more = skipped()
@@ -266,15 +318,24 @@ def skip_agrees(spec: ReduceSpec, new: Any, out_history: pl.DataFrame, tt: TimeT
 @given(data=st.data())
 def test_minmax_skip_agrees(data: st.DataObject) -> None:
     tt = TIMES[0]
-    spec = ReduceSpec.of("agg", ["s"], aggs=[("lo", "min", "a"), ("hi", "max", "a")],
-                         out_types={"lo": I64, "hi": I64})
+    spec = ReduceSpec.of(
+        "agg",
+        ["s"],
+        aggs=[("lo", "min", "a"), ("hi", "max", "a")],
+        out_types={"lo": I64, "hi": I64},
+    )
     new = K.arrange(reduce_prepare(spec, data.draw(batches(tt)), tt), spec.keys)
-    outs = data.draw(st.lists(st.tuples(strs, ints, ints, times(tt), st.sampled_from([1, -1])),
-                              max_size=8))
-    out_history = COLUMNAR.arrange(pl.DataFrame(
-        [(s, lo, hi, *t, d) for s, lo, hi, t, d in outs], orient="row",
-        schema={"s": STR, "lo": I64, "hi": I64, **{c: I64 for c in tt.columns()}, DIFF: I64}),
-        spec.keys)
+    outs = data.draw(
+        st.lists(st.tuples(strs, ints, ints, times(tt), st.sampled_from([1, -1])), max_size=8)
+    )
+    out_history = COLUMNAR.arrange(
+        pl.DataFrame(
+            [(s, lo, hi, *t, d) for s, lo, hi, t, d in outs],
+            orient="row",
+            schema={"s": STR, "lo": I64, "hi": I64, **{c: I64 for c in tt.columns()}, DIFF: I64},
+        ),
+        spec.keys,
+    )
     skip_agrees(spec, new, out_history, tt)
 
 
@@ -285,29 +346,49 @@ def test_minmax_skip_agrees_on_an_integer_key(data: st.DataObject, one_time: boo
     (the columnar skip groups by the code alone), with new updates at one time or several."""
     tt = TIMES[0]
     tcols = tt.columns()
-    spec = ReduceSpec.of("agg", ["k"], aggs=[("lo", "min", "a"), ("hi", "max", "a")],
-                         out_types={"lo": I64, "hi": I64})
+    spec = ReduceSpec.of(
+        "agg",
+        ["k"],
+        aggs=[("lo", "min", "a"), ("hi", "max", "a")],
+        out_types={"lo": I64, "hi": I64},
+    )
     keys = st.integers(0, 3)
-    rows = data.draw(st.lists(st.tuples(keys, ints, times(tt), st.sampled_from([1, -1, 2])),
-                              max_size=12))
+    rows = data.draw(
+        st.lists(st.tuples(keys, ints, times(tt), st.sampled_from([1, -1, 2])), max_size=12)
+    )
     if one_time and rows:
         rows = [(k, a, rows[0][2], d) for k, a, _, d in rows]
-    raw = pl.DataFrame([(k, a, *t, d) for k, a, t, d in rows], orient="row",
-                       schema={"k": I64, "a": I64, **{c: I64 for c in tcols}, DIFF: I64})
+    raw = pl.DataFrame(
+        [(k, a, *t, d) for k, a, t, d in rows],
+        orient="row",
+        schema={"k": I64, "a": I64, **{c: I64 for c in tcols}, DIFF: I64},
+    )
     new = K.arrange(reduce_prepare(spec, raw, tt), spec.keys)
-    outs = data.draw(st.lists(st.tuples(keys, ints, ints, times(tt), st.sampled_from([1, -1])),
-                              max_size=8))
-    out_history = COLUMNAR.arrange(pl.DataFrame(
-        [(k, lo, hi, *t, d) for k, lo, hi, t, d in outs], orient="row",
-        schema={"k": I64, "lo": I64, "hi": I64, **{c: I64 for c in tcols}, DIFF: I64}),
-        spec.keys)
+    outs = data.draw(
+        st.lists(st.tuples(keys, ints, ints, times(tt), st.sampled_from([1, -1])), max_size=8)
+    )
+    out_history = COLUMNAR.arrange(
+        pl.DataFrame(
+            [(k, lo, hi, *t, d) for k, lo, hi, t, d in outs],
+            orient="row",
+            schema={"k": I64, "lo": I64, "hi": I64, **{c: I64 for c in tcols}, DIFF: I64},
+        ),
+        spec.keys,
+    )
     skip_agrees(spec, new, out_history, tt)
 
 
 @settings(max_examples=200, deadline=None)
-@given(rows=st.lists(st.tuples(st.one_of(st.none(), st.integers(-2**63, 2**63 - 1)),
-                               st.one_of(st.none(), st.integers(-2**31, 2**31 - 1))),
-                     min_size=1, max_size=20))
+@given(
+    rows=st.lists(
+        st.tuples(
+            st.one_of(st.none(), st.integers(-(2**63), 2**63 - 1)),
+            st.one_of(st.none(), st.integers(-(2**31), 2**31 - 1)),
+        ),
+        min_size=1,
+        max_size=20,
+    )
+)
 def test_integer_key_codes_agree(rows: list[tuple[int | None, int | None]]) -> None:
     """Several integer key columns: the row kernels' scalar mix equals the vectorized one."""
     a = pl.Series([r[0] for r in rows], dtype=pl.Int64)
@@ -344,15 +425,29 @@ def test_columnar_runtime_never_holds_rows() -> None:
 
 
 @settings(max_examples=300, deadline=None)
-@given(rows=st.lists(st.tuples(st.integers(-3, 3), st.sampled_from([0, 7, -2**40, 2**40]),
-                               st.integers(0, 2), st.integers(-2, 2), st.integers(-1, 1)),
-                     max_size=40),
-       wide=st.booleans(), unsigned=st.booleans(), drop_zero=st.booleans(),
-       runs=st.sampled_from([None, 1, 2, 3]), few_runs=st.sampled_from([0, 64]),
-       sums=st.sampled_from([["__diff", "w"], ["__diff"]]), wide_sum=st.booleans(),
-       arrays=st.booleans())
-def test_grouped_sums_by_packed_codes_equal_the_group_by(rows, wide, unsigned, drop_zero, runs,
-                                                         few_runs, sums, wide_sum, arrays):
+@given(
+    rows=st.lists(
+        st.tuples(
+            st.integers(-3, 3),
+            st.sampled_from([0, 7, -(2**40), 2**40]),
+            st.integers(0, 2),
+            st.integers(-2, 2),
+            st.integers(-1, 1),
+        ),
+        max_size=40,
+    ),
+    wide=st.booleans(),
+    unsigned=st.booleans(),
+    drop_zero=st.booleans(),
+    runs=st.sampled_from([None, 1, 2, 3]),
+    few_runs=st.sampled_from([0, 64]),
+    sums=st.sampled_from([["__diff", "w"], ["__diff"]]),
+    wide_sum=st.booleans(),
+    arrays=st.booleans(),
+)
+def test_grouped_sums_by_packed_codes_equal_the_group_by(
+    rows, wide, unsigned, drop_zero, runs, few_runs, sums, wide_sum, arrays
+):
     """The packed-code sum (large integer frames) against Polars' group-by: negative, wide
     and unsigned columns, ranges too wide to pack (which fall back), one or two summed
     columns (one is folded into the codes when its range fits: not with ``wide_sum``), and
@@ -362,8 +457,13 @@ def test_grouped_sums_by_packed_codes_equal_the_group_by(rows, wide, unsigned, d
     the stable sort or by Polars' (``few_runs``). With ``arrays``, the NumPy path of small
     frames (:func:`~ddflow.kernels.local._array_sums`) instead, which sorts the columns
     together where the ranges are too wide to pack: sorted by the group either way."""
-    schema = {"a": pl.Int64, "b": pl.Int64, "c": pl.UInt32 if unsigned else pl.Int16,
-              "__diff": pl.Int64, "w": pl.Int64}
+    schema = {
+        "a": pl.Int64,
+        "b": pl.Int64,
+        "c": pl.UInt32 if unsigned else pl.Int16,
+        "__diff": pl.Int64,
+        "w": pl.Int64,
+    }
     f = pl.DataFrame(rows, schema=schema, orient="row")
     if wide and f.height:
         f = f.with_columns(pl.Series("b", [(-1) ** i * (2**61 + i) for i in range(f.height)]))
@@ -376,7 +476,8 @@ def test_grouped_sums_by_packed_codes_equal_the_group_by(rows, wide, unsigned, d
     limits = L.PACKED_SUM_ROWS, L.SORTED_RUNS, L.ARRAY_SUM_ROWS
     # the packed path for any size, or the array path for any size
     L.PACKED_SUM_ROWS, L.SORTED_RUNS, L.ARRAY_SUM_ROWS = (
-        (10**9, few_runs, 10**9 - 1) if arrays else (1, few_runs, 0))
+        (10**9, few_runs, 10**9 - 1) if arrays else (1, few_runs, 0)
+    )
     try:
         got = L.grouped_sums(f, ["a", "b", "c"], sums, drop_zero=drop_zero)
     finally:
@@ -395,8 +496,14 @@ def test_a_column_cache_takes_rows_with_columns_in_any_order():
     frame: every column, and the named ones in another order (nulls and strings included)."""
     from ddflow.kernels.local_rows import ColumnCache
 
-    f = pl.DataFrame({"__key": [1, 1, 2, 3, 3], "a": [5, None, 7, 8, 9],
-                      "s": ["x", "y", None, "w", "v"], "__diff": [1, -1, 2, 1, 1]})
+    f = pl.DataFrame(
+        {
+            "__key": [1, 1, 2, 3, 3],
+            "a": [5, None, 7, 8, 9],
+            "s": ["x", "y", None, "w", "v"],
+            "__diff": [1, -1, 2, 1, 1],
+        }
+    )
     cache = ColumnCache(f)
     idx = np.array([4, 0, 2])
     assert cache.take(idx).rows == f[idx].rows()
@@ -423,11 +530,12 @@ def test_fenced_key_ranges_equal_a_binary_search(data: st.DataObject) -> None:
     values = np.unique(rng.integers(-(2**40), 2**40, distinct))
     if data.draw(st.booleans()):
         values[0] = np.iinfo(np.int64).min  # (the null key's code)
-    keys = np.repeat(values, runs[:len(values)])
+    keys = np.repeat(values, runs[: len(values)])
     fence = keys[::FENCE].copy()
     m = data.draw(st.sampled_from([1, FENCED_CODES - 1, FENCED_CODES, 200, 2_000]))
-    codes = np.concatenate((rng.choice(values, m), rng.integers(-(2**41), 2**41, m),
-                            values[:1] - 1, values[-1:] + 1))
+    codes = np.concatenate(
+        (rng.choice(values, m), rng.integers(-(2**41), 2**41, m), values[:1] - 1, values[-1:] + 1)
+    )
     if data.draw(st.booleans()):
         codes = np.unique(codes)  # (a lookup's codes are sorted and unique; any order works)
     if data.draw(st.integers(0, 4)) == 0:
@@ -466,7 +574,7 @@ def test_direct_key_ranges_equal_a_binary_search(data: st.DataObject) -> None:
     keys = np.sort(base + rng.integers(0, span, n))
     keys[0], keys[-1] = base, base + span - 1  # (the span exactly)
     if span > 2:
-        keys[n // 2: n // 2 + n // 4] = keys[n // 2]  # (a long run)
+        keys[n // 2 : n // 2 + n // 4] = keys[n // 2]  # (a long run)
     expect = n >= DENSE_ROWS and span <= DENSE_SPAN * n and base - 1 >= lo64 and keys[-1] < hi64
     assert is_dense(keys) == expect
     index = dense_offsets(keys)
@@ -474,9 +582,14 @@ def test_direct_key_ranges_equal_a_binary_search(data: st.DataObject) -> None:
     if index is None:
         return
     m = data.draw(st.sampled_from([1, 50, 3_000]))
-    codes = np.concatenate((rng.choice(keys, m), base + rng.integers(-3, span + 3, m),
-                            [lo64, hi64, base - 1, base, base + span - 1],
-                            [base + span] if base + span <= hi64 else []))
+    codes = np.concatenate(
+        (
+            rng.choice(keys, m),
+            base + rng.integers(-3, span + 3, m),
+            [lo64, hi64, base - 1, base, base + span - 1],
+            [base + span] if base + span <= hi64 else [],
+        )
+    )
     if data.draw(st.booleans()):
         codes = np.unique(codes)  # (a lookup's codes are sorted and unique; any order works)
     got_lo, got_hi = dense_ranges(index[0], index[1], codes.astype(np.int64))
@@ -497,19 +610,32 @@ def test_few_keys_looked_up_in_large_batches(spread: int) -> None:
     k = LocalKernels()
     parts: list[Any] = []
     for n in (9_000, 5_000, 40):
-        f = pl.DataFrame({"k": rng.integers(0, n // 3, n) * spread, "v": rng.integers(0, 9, n),
-                          "__t0": np.zeros(n, dtype=np.int64),
-                          "__diff": np.ones(n, dtype=np.int64)})
+        f = pl.DataFrame(
+            {
+                "k": rng.integers(0, n // 3, n) * spread,
+                "v": rng.integers(0, 9, n),
+                "__t0": np.zeros(n, dtype=np.int64),
+                "__diff": np.ones(n, dtype=np.int64),
+            }
+        )
         parts.append(as_rows(k.arrange(f, ["k"])))
     assert [type(p) for p in parts] == [pl.DataFrame, pl.DataFrame, Rows]
     assert [ColumnCache.of(p).dense() is not None for p in parts[:2]] == [spread == 1] * 2
     names = list(parts[0].columns)
-    for codes in ([0], [spread * 7, spread * 1_500, spread * 2_900], [-4, spread * 10**6],
-                  sorted({int(c) for c in rng.integers(0, 3_000, 12) * spread})):
+    for codes in (
+        [0],
+        [spread * 7, spread * 1_500, spread * 2_900],
+        [-4, spread * 10**6],
+        sorted({int(c) for c in rng.integers(0, 3_000, 12) * spread}),
+    ):
         got = lookup_few(parts, np.array(codes, dtype=np.int64), 10_000)
         assert got is not None
-        want = [r for p in parts for r in (p.rows if type(p) is Rows else p.rows())
-                if r[names.index("__key")] in set(codes)]
+        want = [
+            r
+            for p in parts
+            for r in (p.rows if type(p) is Rows else p.rows())
+            if r[names.index("__key")] in set(codes)
+        ]
         assert got.rows == want
     heavy = np.array([int(parts[0]["__key"][0])], dtype=np.int64)
     assert lookup_few(parts, heavy, 0) is None
@@ -529,27 +655,48 @@ def test_accumulation_by_key_equals_the_join(data: st.DataObject, width: int) ->
     tcols, qcols = tt.columns(), time_columns(tt, QPREFIX)
     point = st.tuples(*[st.integers(0, 3)] * width)
     nulls = data.draw(st.booleans())
-    rows = data.draw(st.lists(st.tuples(st.integers(0, 5),
-                                        st.one_of(st.none(), st.integers(-2, 2)) if nulls
-                                        else st.integers(-2**63, 2**63 - 1) if
-                                        data.draw(st.booleans()) else st.integers(-2, 2),
-                                        point, st.sampled_from([1, -1, 2])), max_size=30))
+    rows = data.draw(
+        st.lists(
+            st.tuples(
+                st.integers(0, 5),
+                st.one_of(st.none(), st.integers(-2, 2))
+                if nulls
+                else st.integers(-(2**63), 2**63 - 1)
+                if data.draw(st.booleans())
+                else st.integers(-2, 2),
+                point,
+                st.sampled_from([1, -1, 2]),
+            ),
+            max_size=30,
+        )
+    )
     if rows and data.draw(st.booleans()):  # a row and its retraction: a group summing to 0
         k, v, t, d = rows[0]
         rows.append((k, v, t, -d))
-    history = pl.DataFrame([(k, k, v, *t, d) for k, v, t, d in rows], orient="row",
-                           schema={KEY: I64, "k": I64, "lo": I64,
-                                   **{c: I64 for c in tcols}, DIFF: I64})
+    history = pl.DataFrame(
+        [(k, k, v, *t, d) for k, v, t, d in rows],
+        orient="row",
+        schema={KEY: I64, "k": I64, "lo": I64, **{c: I64 for c in tcols}, DIFF: I64},
+    )
     asked = data.draw(st.dictionaries(st.integers(0, 6), point, max_size=6))
-    queries = pl.DataFrame([(k, k, *t) for k, t in asked.items()], orient="row",
-                           schema={KEY: I64, "k": I64, **{c: I64 for c in qcols}})
+    queries = pl.DataFrame(
+        [(k, k, *t) for k, t in asked.items()],
+        orient="row",
+        schema={KEY: I64, "k": I64, **{c: I64 for c in qcols}},
+    )
     got = _accumulate_by_key(history, queries, tt, [KEY, "k"], ["lo"])
     want = accumulate(history, queries, tt, [KEY, "k"], ["lo"])
     has_nulls = history.get_column("lo").null_count() > 0
     if got is None:
-        assert has_nulls or history.height == 0 or queries.height == 0 or not any(
-            k in asked and all(a <= b for a, b in zip(t, asked[k], strict=True))
-            for k, _, t, _ in rows)
+        assert (
+            has_nulls
+            or history.height == 0
+            or queries.height == 0
+            or not any(
+                k in asked and all(a <= b for a, b in zip(t, asked[k], strict=True))
+                for k, _, t, _ in rows
+            )
+        )
         return
     assert not has_nulls
     assert list(got.columns) == list(want.columns)
@@ -558,8 +705,11 @@ def test_accumulation_by_key_equals_the_join(data: st.DataObject, width: int) ->
 
 
 @settings(max_examples=200, deadline=None)
-@given(rows=st.lists(st.tuples(ints, st.integers(0, 3)), max_size=30),
-       dropped=st.lists(ints, max_size=6), rows_in=st.booleans())
+@given(
+    rows=st.lists(st.tuples(ints, st.integers(0, 3)), max_size=30),
+    dropped=st.lists(ints, max_size=6),
+    rows_in=st.booleans(),
+)
 def test_without_keys_is_the_anti_join_on_the_keys(rows, dropped, rows_in):
     """``without_keys`` (a reduce drops the keys its min/max skip let go): the rows whose
     ``(KEY, k)`` is not among the keys' rows; by the codes alone where they are the keys (an

@@ -65,11 +65,14 @@ def test_the_hook_is_removed_after_the_run():
     assert len(seen) == n
 
 
-@pytest.mark.parametrize(("kwargs", "error", "text"), [
-    ({"progress": "yes"}, TypeError, "progress"),
-    ({"progress": True, "every": -1}, ValueError, "every"),
-    ({"progress": True, "every": float("nan")}, ValueError, "every"),
-])
+@pytest.mark.parametrize(
+    ("kwargs", "error", "text"),
+    [
+        ({"progress": "yes"}, TypeError, "progress"),
+        ({"progress": True, "every": -1}, ValueError, "every"),
+        ({"progress": True, "every": float("nan")}, ValueError, "every"),
+    ],
+)
 def test_bad_arguments_are_named(kwargs, error, text):
     flow, _, out = cc_flow()
     with pytest.raises(error, match=text):

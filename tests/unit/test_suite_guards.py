@@ -74,20 +74,27 @@ def test_a_missing_java_fails_the_spark_tests_naming_it(
     result = run(suite)
     result.assert_outcomes(passed=2, errors=3)
     for name in ("test_uses_the_session", "test_marked_by_hand", "test_on_a_runtime[[]spark[]]"):
-        result.stdout.fnmatch_lines([
-            f"*ERROR at setup of {name} *",
-            "Spark tests need pyspark and a Java runtime (Java 17): JAVA_HOME is *not an "
-            "executable*. To skip the Spark tests on purpose, set DDFLOW_SKIP_SPARK=1 or run "
-            "pytest -m 'not spark'.",
-        ], consecutive=True)
+        result.stdout.fnmatch_lines(
+            [
+                f"*ERROR at setup of {name} *",
+                "Spark tests need pyspark and a Java runtime (Java 17): JAVA_HOME is *not an "
+                "executable*. To skip the Spark tests on purpose, set DDFLOW_SKIP_SPARK=1 or run "
+                "pytest -m 'not spark'.",
+            ],
+            consecutive=True,
+        )
 
 
 def test_a_missing_pyspark_fails_the_spark_tests_naming_it(suite: pytest.Pytester) -> None:
     suite.makepyfile(hide_pyspark=HIDE_PYSPARK)
     result = run(suite, "-p", "hide_pyspark")
     result.assert_outcomes(passed=2, errors=3)
-    result.stdout.fnmatch_lines(["Spark tests need pyspark and a Java runtime (Java 17): pyspark "
-                                 "is not installed*set DDFLOW_SKIP_SPARK=1*"])
+    result.stdout.fnmatch_lines(
+        [
+            "Spark tests need pyspark and a Java runtime (Java 17): pyspark "
+            "is not installed*set DDFLOW_SKIP_SPARK=1*"
+        ]
+    )
 
 
 def test_spark_tests_are_skipped_on_purpose_with_the_reason(
@@ -97,5 +104,6 @@ def test_spark_tests_are_skipped_on_purpose_with_the_reason(
     monkeypatch.setenv("DDFLOW_SKIP_SPARK", "1")
     result = run(suite)
     result.assert_outcomes(passed=2, skipped=3)
-    result.stdout.fnmatch_lines(["SKIPPED [[]3[]] *Spark tests skipped on purpose "
-                                 "(DDFLOW_SKIP_SPARK is set)"])
+    result.stdout.fnmatch_lines(
+        ["SKIPPED [[]3[]] *Spark tests skipped on purpose (DDFLOW_SKIP_SPARK is set)"]
+    )

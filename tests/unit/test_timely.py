@@ -37,8 +37,9 @@ def build():
     flow = dd.Dataflow()
     words = flow.input("words", schema={"word": "str"})
     v = DistinctCount()
-    distinct, counts = flow.vertex(v, inputs=[words],
-                                   outputs=[words.schema, {"word": "str", "n": "int64"}])
+    distinct, counts = flow.vertex(
+        v, inputs=[words], outputs=[words.schema, {"word": "str", "n": "int64"}]
+    )
     return flow, words, v, distinct.output(), counts.output()
 
 
@@ -51,11 +52,17 @@ def test_distinct_count_vertex_sends_distinct_at_once_and_counts_on_notification
     flow.run()
     d = distinct.changes()
     assert sorted(zip(d["word"], d["time"], d["diff"], strict=True)) == [
-        ("a", 0, 1), ("b", 0, 1), ("b", 1, 1), ("c", 1, 1),
+        ("a", 0, 1),
+        ("b", 0, 1),
+        ("b", 1, 1),
+        ("c", 1, 1),
     ]
     c = counts.changes()
     assert sorted(zip(c.word, c.n, c.time, strict=True)) == [
-        ("a", 2, 0), ("b", 1, 0), ("b", 1, 1), ("c", 1, 1),
+        ("a", 2, 0),
+        ("b", 1, 0),
+        ("b", 1, 1),
+        ("c", 1, 1),
     ]
     assert v.notified == [(0,), (1,)]
 

@@ -26,8 +26,17 @@ K = LocalKernels()
 
 def batch(rows):
     """rows: (key, val, t0, t1, diff)"""
-    frame = pl.DataFrame(rows, schema={"k": pl.Int64, "v": pl.Int64, "__t0": pl.Int64,
-                                       "__t1": pl.Int64, "__diff": pl.Int64}, orient="row")
+    frame = pl.DataFrame(
+        rows,
+        schema={
+            "k": pl.Int64,
+            "v": pl.Int64,
+            "__t0": pl.Int64,
+            "__t1": pl.Int64,
+            "__diff": pl.Int64,
+        },
+        orient="row",
+    )
     return K.arrange(K.consolidate(frame), ["k"])
 
 
@@ -53,7 +62,7 @@ def insert_in_parts(s, rows, cuts):
     yielding after each part the number of rows inserted so far."""
     start = 0
     for c in itertools.cycle(cuts):
-        part = rows[start:start + c]
+        part = rows[start : start + c]
         if not part:
             return
         b = batch(part)
@@ -72,15 +81,24 @@ def assert_every_accumulation(s, rows):
 
 
 updates = st.lists(
-    st.tuples(st.integers(0, 4), st.integers(0, 2), st.integers(0, 3), st.integers(0, 3),
-              st.sampled_from([-1, 1])),
-    min_size=1, max_size=60,
+    st.tuples(
+        st.integers(0, 4),
+        st.integers(0, 2),
+        st.integers(0, 3),
+        st.integers(0, 3),
+        st.sampled_from([-1, 1]),
+    ),
+    min_size=1,
+    max_size=60,
 )
 
 
 @settings(max_examples=150, deadline=None)
-@given(updates, st.lists(st.integers(1, 8), min_size=1, max_size=8),
-       st.lists(st.tuples(st.integers(0, 3), st.integers(0, 3)), min_size=1, max_size=3))
+@given(
+    updates,
+    st.lists(st.integers(1, 8), min_size=1, max_size=8),
+    st.lists(st.tuples(st.integers(0, 3), st.integers(0, 3)), min_size=1, max_size=3),
+)
 def test_compaction_keeps_every_accumulation_in_advance_of_since(rows, cuts, since):
     s = spine()
     h = s.handle()
@@ -125,9 +143,15 @@ def test_an_integer_key_column_is_its_own_code_in_memory():
     arranging and after a merge that consolidates and advances; lookups still find every row."""
     rng = np.random.default_rng(3)
     big = LocalKernels(small_rows=0)
-    rows = pl.DataFrame({"k": rng.integers(0, 500, 4000), "v": rng.integers(0, 9, 4000),
-                         "__t0": rng.integers(0, 3, 4000), "__t1": rng.integers(0, 3, 4000),
-                         "__diff": rng.choice([1, -1], 4000)})
+    rows = pl.DataFrame(
+        {
+            "k": rng.integers(0, 500, 4000),
+            "v": rng.integers(0, 9, 4000),
+            "__t0": rng.integers(0, 3, 4000),
+            "__t1": rng.integers(0, 3, 4000),
+            "__diff": rng.choice([1, -1], 4000),
+        }
+    )
     a = big.arrange(rows.head(2500), ["k"])
     b = big.arrange(rows.tail(1500), ["k"])
     for arranged in (a, b):
@@ -138,9 +162,12 @@ def test_an_integer_key_column_is_its_own_code_in_memory():
     codes = np.array([7, 123, 499])
     found = as_frame(big.lookup(merged, codes))
     advanced = big.advance(rows, TT, [(1, 0)])
-    expected = (advanced.filter(pl.col("k").is_in(codes.tolist()))
-                .group_by(["k", "v", "__t0", "__t1"]).agg(pl.col("__diff").sum())
-                .filter(pl.col("__diff") != 0))
+    expected = (
+        advanced.filter(pl.col("k").is_in(codes.tolist()))
+        .group_by(["k", "v", "__t0", "__t1"])
+        .agg(pl.col("__diff").sum())
+        .filter(pl.col("__diff") != 0)
+    )
     key_cols = ["k", "v", "__t0", "__t1", "__diff"]
     assert sorted(found.select(key_cols).rows()) == sorted(expected.select(key_cols).rows())
     # a key that is not one Int64 column keeps a separate code column
@@ -149,11 +176,22 @@ def test_an_integer_key_column_is_its_own_code_in_memory():
 
 
 @settings(max_examples=150, deadline=None)
-@given(updates, st.lists(st.integers(1, 8), min_size=1, max_size=8),
-       st.lists(st.tuples(st.integers(0, 3), st.integers(0, 3)), min_size=1, max_size=3),
-       st.integers(1, 3), st.integers(1, 6), st.booleans())
-@example(rows=[(0, 0, 0, 0, -1), (0, 0, 0, 0, 1)], cuts=[1], since=[(0, 0)], fuel=1, chunk=1,
-         compact=True)  # (a merge in progress cancelling everything, then compacted)
+@given(
+    updates,
+    st.lists(st.integers(1, 8), min_size=1, max_size=8),
+    st.lists(st.tuples(st.integers(0, 3), st.integers(0, 3)), min_size=1, max_size=3),
+    st.integers(1, 3),
+    st.integers(1, 6),
+    st.booleans(),
+)
+@example(
+    rows=[(0, 0, 0, 0, -1), (0, 0, 0, 0, 1)],
+    cuts=[1],
+    since=[(0, 0)],
+    fuel=1,
+    chunk=1,
+    compact=True,
+)  # (a merge in progress cancelling everything, then compacted)
 def test_merges_in_steps_keep_every_accumulation(rows, cuts, since, fuel, chunk, compact):
     """Merges done a range of keys at a time (here of any size, in ranges of a few updates):
     after every insert, every key's accumulation at every time in advance of ``since`` equals
@@ -214,20 +252,26 @@ def test_the_counts_of_inserts_and_merges_say_how_the_batches_changed(monkeypatc
         s.insert(b, b.height)
         after = s.parts()
         assert s.inserted == inserted + 1
-        appended = len(after) == len(before) + 1 and all(
-            x is y for x, y in zip(before, after, strict=False)) and after[-1] is b
+        appended = (
+            len(after) == len(before) + 1
+            and all(x is y for x, y in zip(before, after, strict=False))
+            and after[-1] is b
+        )
         if not appended:  # (a merge begun may hold the same batches, as its inputs)
             assert s.reshaped != reshaped, i
             seen["merged"] += 1
-            seen["done later"] += any(all(m is not x for x in s.batches)
-                                      and any(all(p is not q for q in after) for p in inputs)
-                                      for m, inputs in merging)
+            seen["done later"] += any(
+                all(m is not x for x in s.batches)
+                and any(all(p is not q for q in after) for p in inputs)
+                for m, inputs in merging
+            )
         if i % 50 == 49:
             reshaped = s.reshaped
             s.compact()
             assert s.reshaped != reshaped
-        assert s.parts() == [y for x in s.batches
-                             for y in (x.inputs if type(x) is trace.Merging else [x])]
+        assert s.parts() == [
+            y for x in s.batches for y in (x.inputs if type(x) is trace.Merging else [x])
+        ]
     assert seen["merged"] and seen["done later"], seen
 
 
@@ -243,9 +287,15 @@ def test_lookups_of_few_and_of_many_keys_in_a_large_batch(n, small_rows, spread)
 
     rng = np.random.default_rng(11)
     big = LocalKernels(small_rows=small_rows)
-    rows = pl.DataFrame({"k": rng.integers(0, n // 4, n) * spread, "v": rng.integers(0, 9, n),
-                         "__t0": np.zeros(n, dtype=np.int64), "__t1": rng.integers(0, 3, n),
-                         "__diff": np.ones(n, dtype=np.int64)})
+    rows = pl.DataFrame(
+        {
+            "k": rng.integers(0, n // 4, n) * spread,
+            "v": rng.integers(0, 9, n),
+            "__t0": np.zeros(n, dtype=np.int64),
+            "__t1": rng.integers(0, 3, n),
+            "__diff": np.ones(n, dtype=np.int64),
+        }
+    )
     arranged = big.arrange(rows, ["k"])
     for m in (1, 30, FENCED_CODES * 2, 1_000, 5_000, 15_000):
         codes = np.unique(rng.integers(-5, n // 4 + 5, m) * spread)
@@ -362,12 +412,19 @@ def test_small_batches_at_the_end_wait_to_be_merged():
 
 
 @settings(max_examples=150, deadline=None)
-@given(sizes=st.lists(st.sampled_from([0, 3, 40, 300, 3_000]), min_size=1, max_size=5),
-       asked=st.integers(1, 400), small_rows=st.sampled_from([0, 256]),
-       lookup_rows=st.sampled_from([None, 50, 10**6]), seed=st.integers(0, 2**16),
-       strings=st.booleans(), within=st.booleans(), scan=st.booleans())
+@given(
+    sizes=st.lists(st.sampled_from([0, 3, 40, 300, 3_000]), min_size=1, max_size=5),
+    asked=st.integers(1, 400),
+    small_rows=st.sampled_from([0, 256]),
+    lookup_rows=st.sampled_from([None, 50, 10**6]),
+    seed=st.integers(0, 2**16),
+    strings=st.booleans(),
+    within=st.booleans(),
+    scan=st.booleans(),
+)
 def test_a_lookup_in_every_batch_of_a_trace_equals_the_lookups_concatenated(
-        sizes, asked, small_rows, lookup_rows, seed, strings, within, scan):
+    sizes, asked, small_rows, lookup_rows, seed, strings, within, scan
+):
     """``lookup_parts`` (a trace's lookup: rows when few match in all its batches, else one
     frame gathered from the batches' columns) finds, in each batch, the rows that a lookup of
     that batch alone finds: batches held as rows and as frames, keys in none of them, a
@@ -382,42 +439,61 @@ def test_a_lookup_in_every_batch_of_a_trace_equals_the_lookups_concatenated(
 
 
 @settings(max_examples=100, deadline=None)
-@given(sizes=st.lists(st.sampled_from([0, 1, 3, 40, 300, 3_000]), min_size=1, max_size=8),
-       asked=st.integers(1, 16), lookup_rows=st.sampled_from([None, 5, 50]),
-       seed=st.integers(0, 2**16), strings=st.booleans(), within=st.booleans(),
-       key_range=st.sampled_from([6, 500]))
+@given(
+    sizes=st.lists(st.sampled_from([0, 1, 3, 40, 300, 3_000]), min_size=1, max_size=8),
+    asked=st.integers(1, 16),
+    lookup_rows=st.sampled_from([None, 5, 50]),
+    seed=st.integers(0, 2**16),
+    strings=st.booleans(),
+    within=st.booleans(),
+    key_range=st.sampled_from([6, 500]),
+)
 def test_a_lookup_of_a_few_keys_in_a_trace_equals_the_lookups_concatenated(
-        sizes, asked, lookup_rows, seed, strings, within, key_range):
+    sizes, asked, lookup_rows, seed, strings, within, key_range
+):
     """A lookup of at most ``FEW_CODES`` keys (a small update's: one pass over the batches,
     one list of rows) gives the rows of the lookups batch by batch, in their order; more rows
     than the limit, or a schema without a row form, take the batch-by-batch path."""
     assert L.FEW_CODES >= 16
-    got = check_lookup_parts(sizes, asked, 256, lookup_rows, seed, strings, within, False,
-                             key_range)
+    got = check_lookup_parts(
+        sizes, asked, 256, lookup_rows, seed, strings, within, False, key_range
+    )
     if not strings and got.height <= (lookup_rows or R.LOOKUP_ROWS):
         assert type(got) is R.Rows
 
 
-def check_lookup_parts(sizes, asked, small_rows, lookup_rows, seed, strings, within, scan,
-                       key_range=500):
+def check_lookup_parts(
+    sizes, asked, small_rows, lookup_rows, seed, strings, within, scan, key_range=500
+):
     rng = np.random.default_rng(seed)
     k = LocalKernels(small_rows=small_rows)
     if lookup_rows is not None and small_rows:
         k.lookup_rows = lookup_rows
     parts = []
     for n in sizes:
-        data = pl.DataFrame({"k": rng.integers(0, key_range, n), "v": rng.integers(0, 9, n),
-                             "__t0": rng.integers(0, 3, n), "__diff": np.ones(n, dtype=np.int64)})
+        data = pl.DataFrame(
+            {
+                "k": rng.integers(0, key_range, n),
+                "v": rng.integers(0, 9, n),
+                "__t0": rng.integers(0, 3, n),
+                "__diff": np.ones(n, dtype=np.int64),
+            }
+        )
         if strings:
-            data = data.with_columns(pl.when(pl.col("v") > 6).then(None)
-                                     .otherwise(pl.col("v").cast(pl.String)).alias("v"))
+            data = data.with_columns(
+                pl.when(pl.col("v") > 6)
+                .then(None)
+                .otherwise(pl.col("v").cast(pl.String))
+                .alias("v")
+            )
         parts.append(k.from_polars(k.arrange(data, ["k"])))
     codes = np.unique(rng.integers(-3, key_range + 10, asked))
     got = k.lookup_parts(parts, codes, within)
     want = k.concat([(k.lookup_within if within else k.lookup)(p, codes) for p in parts])
     columns = as_frame(parts[0]).columns
     assert sorted(as_frame(got).select(columns).rows(), key=repr) == sorted(
-        as_frame(want).select(columns).rows(), key=repr)
+        as_frame(want).select(columns).rows(), key=repr
+    )
     wanted = set(codes.tolist())
     if not (within and scan):
         assert all(r[0] in wanted for r in as_frame(got).select("__key").rows())

@@ -105,8 +105,15 @@ class FolderSource:
     epoch: it inserts, advances the flow by one epoch and runs it. Entries whose name starts
     with ``_`` or ``.`` are ignored (temporary files of writers)."""
 
-    def __init__(self, spark: Any, input: InputCollection, path: str, format: str = "parquet",
-                 options: dict[str, str] | None = None, diff: str | None = None) -> None:
+    def __init__(
+        self,
+        spark: Any,
+        input: InputCollection,
+        path: str,
+        format: str = "parquet",
+        options: dict[str, str] | None = None,
+        diff: str | None = None,
+    ) -> None:
         if format not in ("parquet", "csv", "json"):
             raise InputError(f"unknown format {format!r}: parquet, csv or json", site=call_site())
         self.spark = spark
@@ -168,14 +175,22 @@ class EventTimeWindow:
     here, so that their retractions can be sent.
     """
 
-    def __init__(self, input: InputCollection, time_column: str, size: int,
-                 slide: int | None = None, lateness: int = 0) -> None:
+    def __init__(
+        self,
+        input: InputCollection,
+        time_column: str,
+        size: int,
+        slide: int | None = None,
+        lateness: int = 0,
+    ) -> None:
         if time_column not in input.schema.names:
-            raise SchemaError(f"no event-time column {time_column!r} in the input's schema",
-                              site=call_site())
+            raise SchemaError(
+                f"no event-time column {time_column!r} in the input's schema", site=call_site()
+            )
         if slide is not None and slide != size:
-            raise InputError("slide must be None (sliding) or equal to size (tumbling)",
-                             site=call_site())
+            raise InputError(
+                "slide must be None (sliding) or equal to size (tumbling)", site=call_site()
+            )
         self.input = input
         self.column = time_column
         self.size = size
@@ -226,8 +241,14 @@ class StreamingSource:
     micro-batch id at or below the last one processed is a replay after a failure and is
     skipped, so each micro-batch lands in exactly one epoch."""
 
-    def __init__(self, stream: Any, into: InputCollection | EventTimeWindow, flow: Dataflow,
-                 trigger: dict[str, Any] | None = None, checkpoint: str | None = None) -> None:
+    def __init__(
+        self,
+        stream: Any,
+        into: InputCollection | EventTimeWindow,
+        flow: Dataflow,
+        trigger: dict[str, Any] | None = None,
+        checkpoint: str | None = None,
+    ) -> None:
         self.flow = flow
         self.into = into
         self.last_batch = -1
@@ -269,8 +290,9 @@ class StreamingSource:
     def wait_for(self, batches: int, timeout: float = 120.0) -> None:
         """Block until ``batches`` micro-batches have been processed (or fail)."""
         with self._lock:
-            ok = self._done.wait_for(lambda: self.batches >= batches or self.error is not None,
-                                     timeout=timeout)
+            ok = self._done.wait_for(
+                lambda: self.batches >= batches or self.error is not None, timeout=timeout
+            )
         if self.error is not None:
             raise self.error
         if not ok:
@@ -383,4 +405,3 @@ def read_change_log(path: str) -> pl.DataFrame:
         files = [os.path.join(d, f) for f in sorted(os.listdir(d)) if f.endswith(".parquet")]
         parts.extend(pl.read_parquet(f) for f in files)
     return pl.concat(parts) if parts else pl.DataFrame()
-

@@ -65,8 +65,9 @@ def le_expr(tt: TimeType, a: Sequence[str], b: Sequence[str]) -> pl.Expr:
     return out
 
 
-def join_exprs(tt: TimeType, a: Sequence[str], b: Sequence[str],
-               out: Sequence[str]) -> list[pl.Expr]:
+def join_exprs(
+    tt: TimeType, a: Sequence[str], b: Sequence[str], out: Sequence[str]
+) -> list[pl.Expr]:
     """Polars expressions for the least upper bound of times ``a`` and ``b``, named ``out``."""
     exprs: list[pl.Expr] = []
     i = 0
@@ -118,8 +119,9 @@ class LocalKernels:
 
     # ------------------------------------------------------------------ construction
 
-    def with_time(self, data: pl.DataFrame, tt: TimeType, time: Time,
-                  diff: int = 1) -> pl.DataFrame:
+    def with_time(
+        self, data: pl.DataFrame, tt: TimeType, time: Time, diff: int = 1
+    ) -> pl.DataFrame:
         """Updates at one time: the data rows, each with the given diff."""
         cols = [pl.lit(v, dtype=pl.Int64).alias(c) for c, v in zip(tt.columns(), time, strict=True)]
         return data.with_columns([*cols, pl.lit(diff, dtype=pl.Int64).alias(DIFF)])
@@ -146,8 +148,10 @@ class LocalKernels:
             compiled = compiled.alias(name)
         source = expr
         while source.kind == "alias" or (
-                source.kind == "cast" and source.args[0].kind == "col"
-                and schema[source.args[0].params[0]].polars == source.params[0].polars):
+            source.kind == "cast"
+            and source.args[0].kind == "col"
+            and schema[source.args[0].params[0]].polars == source.params[0].polars
+        ):
             source = source.args[0]
         if source.kind == "col":
             compiled._dd_column = (source.params[0], compiled.meta.output_name())  # type: ignore[attr-defined]
@@ -169,14 +173,16 @@ class LocalKernels:
             return self._small(self.select(batch.to_frame(), compiled, tt))
         return batch.select([*compiled, *tt.columns(), DIFF])
 
-    def _project(self, batch: Rows, sources: Sequence[str], names: Sequence[str],
-                 tt: TimeType) -> Rows:
+    def _project(
+        self, batch: Rows, sources: Sequence[str], names: Sequence[str], tt: TimeType
+    ) -> Rows:
         g = batch.getter([*sources, *tt.columns(), DIFF])
         schema = {n: batch.schema[s] for n, s in zip(names, sources, strict=True)}
         return Rows(R.updates_schema(schema, tt), [g(r) for r in batch.rows])
 
-    def with_columns(self, batch: Any, compiled: Sequence[pl.Expr], names: Sequence[str],
-                     tt: TimeType) -> Any:
+    def with_columns(
+        self, batch: Any, compiled: Sequence[pl.Expr], names: Sequence[str], tt: TimeType
+    ) -> Any:
         if type(batch) is Rows:
             columns = [getattr(c, "_dd_column", None) for c in compiled]
             if None not in columns:
@@ -195,8 +201,9 @@ class LocalKernels:
             return self._small(batch.to_frame().filter(predicate))
         return batch.filter(predicate)
 
-    def map_rows(self, batch: Batch, fn: Any, schema: Any, src_names: Sequence[str],
-                 tt: TimeType, flat: bool) -> Batch:
+    def map_rows(
+        self, batch: Batch, fn: Any, schema: Any, src_names: Sequence[str], tt: TimeType, flat: bool
+    ) -> Batch:
         """Apply a Python row function (``flat``: returning any number of rows) to every row."""
         if type(batch) is Rows:
             return self._small(self.map_rows(batch.to_frame(), fn, schema, src_names, tt, flat))
@@ -230,8 +237,7 @@ class LocalKernels:
         read)."""
         return batch
 
-    def from_rows(self, schema: dict[str, Any], rows: Callable[[], list[tuple[Any, ...]]]
-                  ) -> Any:
+    def from_rows(self, schema: dict[str, Any], rows: Callable[[], list[tuple[Any, ...]]]) -> Any:
         """A few updates given as rows (``rows()``, in the column order of ``schema``) as a
         batch: rows where the schema has a row form, else None (the caller builds a frame)."""
         if self.small_rows < 0 or not R.rowable(schema):
@@ -276,8 +282,9 @@ class LocalKernels:
         out = grouped_sums(batch, keys, sums, drop_zero=True)
         return out if out.columns == batch.columns else out.select(batch.columns)
 
-    def enter(self, batch: Batch, outer: TimeType, inner: TimeType,
-              priority: pl.Expr | None = None) -> Batch:
+    def enter(
+        self, batch: Batch, outer: TimeType, inner: TimeType, priority: pl.Expr | None = None
+    ) -> Batch:
         """Extend the times by a loop's coordinate: ``0`` for ``iterate``; the record's
         ``(priority, 0)`` for ``prioritized_iterate``."""
         if type(batch) is Rows:
@@ -285,7 +292,7 @@ class LocalKernels:
                 return R.enter(batch, outer, inner)
             return self._small(self.enter(batch.to_frame(), outer, inner, priority))
         data = [c for c in batch.columns if not c.startswith("__")]
-        new = inner.columns()[outer.width:]
+        new = inner.columns()[outer.width :]
         if priority is None:
             extra = [pl.lit(0, dtype=pl.Int64).alias(c) for c in new]
         else:
@@ -296,7 +303,7 @@ class LocalKernels:
         """Drop the loop's coordinate from the times."""
         if type(batch) is Rows:
             return R.leave(batch, inner, outer)
-        return batch.drop(inner.columns()[outer.width:])
+        return batch.drop(inner.columns()[outer.width :])
 
     def increment(self, batch: Batch, tt: TimeType, limit: int | None) -> Batch:
         """Add one to the innermost iteration; drop updates that would reach ``limit``."""
@@ -318,8 +325,12 @@ class LocalKernels:
         if tt.is_product:  # a max with the frontier's floor, column by column
             floor = tt.advance_floor(frontier)
             assert floor is not None
-            return batch.with_columns([pl.col(c).clip(lower_bound=pl.lit(f, dtype=pl.Int64))
-                                       for c, f in zip(cols, floor, strict=True)])
+            return batch.with_columns(
+                [
+                    pl.col(c).clip(lower_bound=pl.lit(f, dtype=pl.Int64))
+                    for c, f in zip(cols, floor, strict=True)
+                ]
+            )
         times = batch.select(cols).to_numpy().astype(np.int64, copy=False)
         adv = tt.advance_by_array(times, frontier)
         return batch.with_columns([pl.Series(c, adv[:, i]) for i, c in enumerate(cols)])
@@ -356,8 +367,9 @@ class LocalKernels:
         counts = batch.group_by(cols).len()
         return [(tuple(r[:-1]), int(r[-1])) for r in counts.iter_rows()]
 
-    def split_complete(self, batches: Sequence[Batch], last_epoch: int
-                       ) -> tuple[Batch | None, list[Batch]]:
+    def split_complete(
+        self, batches: Sequence[Batch], last_epoch: int
+    ) -> tuple[Batch | None, list[Batch]]:
         """Split top-level batches into the updates at epochs ``<= last_epoch`` and the rest."""
         if not batches:
             return None, []
@@ -366,8 +378,10 @@ class LocalKernels:
             i = allb.index("__t0")
             ready_rows = [r for r in allb.rows if r[i] <= last_epoch]
             rest_rows = [r for r in allb.rows if r[i] > last_epoch]
-            return ((allb.like(ready_rows) if ready_rows else None),
-                    ([allb.like(rest_rows)] if rest_rows else []))
+            return (
+                (allb.like(ready_rows) if ready_rows else None),
+                ([allb.like(rest_rows)] if rest_rows else []),
+            )
         t0 = pl.col("__t0")
         ready = allb.filter(t0 <= last_epoch)
         rest = allb.filter(t0 > last_epoch)
@@ -396,8 +410,14 @@ class LocalKernels:
         # (a consolidated batch whose first column is its integer key comes sorted by it)
         return share_key(sorted_by_key(batch), keys)
 
-    def merge(self, batches: Sequence[Batch], tt: TimeType, since: Sequence[Time],
-              sums: Sequence[str] = (DIFF,), keys: Sequence[str] = ()) -> Batch:
+    def merge(
+        self,
+        batches: Sequence[Batch],
+        tt: TimeType,
+        since: Sequence[Time],
+        sums: Sequence[str] = (DIFF,),
+        keys: Sequence[str] = (),
+    ) -> Batch:
         """Merge arranged batches, advancing times to ``since`` and consolidating."""
         total = sum(b.height for b in batches)
         if all(type(b) is Rows for b in batches) and total <= self.small_rows:
@@ -412,22 +432,25 @@ class LocalKernels:
             # the key code is a copy of the key column: summed without it (a column less to
             # pack and gather), then put back
             group = [keys[0], *(c for c in merged.columns if c not in (*sums, KEY, keys[0]))]
-            merged = (grouped_sums(merged.drop(KEY), group, sums, drop_zero=True)
-                      .with_columns(pl.col(keys[0]).alias(KEY)).select(merged.columns))
+            merged = (
+                grouped_sums(merged.drop(KEY), group, sums, drop_zero=True)
+                .with_columns(pl.col(keys[0]).alias(KEY))
+                .select(merged.columns)
+            )
         else:
             merged = self.consolidate(merged, sums)
         return self._small(share_key(sorted_by_key(merged), keys))
 
-    def merge_cut(self, batches: Sequence[Batch], start: int | None, rows: int
-                  ) -> tuple[list[Batch], int | None]:
+    def merge_cut(
+        self, batches: Sequence[Batch], start: int | None, rows: int
+    ) -> tuple[list[Batch], int | None]:
         """The next range of keys of a merge in steps (:class:`~ddflow.trace.Merging`): the
         updates of each of ``batches`` (arranged) with key codes from ``start`` (None: the
         first) on, about ``rows`` of the one with most left and the others' in the same range,
         never splitting a key; and the first code after the range (None: it reached the
         end)."""
         codes = [_codes(b) for b in batches]
-        at = [0 if start is None else int(np.searchsorted(c, start, side="left"))
-              for c in codes]
+        at = [0 if start is None else int(np.searchsorted(c, start, side="left")) for c in codes]
         # cut in the one with most updates left, at a key boundary
         j = max(range(len(codes)), key=lambda n: len(codes[n]) - at[n])
         big, i = codes[j], at[j]
@@ -438,8 +461,7 @@ class LocalKernels:
             if int(np.searchsorted(big, cut, side="left")) == i:  # one key holds them all
                 after = int(np.searchsorted(big, cut, side="right"))
                 cut = int(big[after]) if after < len(big) else None
-        ends = [len(c) if cut is None else int(np.searchsorted(c, cut, side="left"))
-                for c in codes]
+        ends = [len(c) if cut is None else int(np.searchsorted(c, cut, side="left")) for c in codes]
         return [_slice(b, lo, hi) for b, lo, hi in zip(batches, at, ends, strict=True)], cut
 
     def merge_pieces(self, pieces: list[Batch], keys: Sequence[str]) -> Any:
@@ -483,14 +505,20 @@ class LocalKernels:
         :meth:`lookup_within` where a batch would be scanned."""
         from ddflow.kernels.local_index import gather_found
 
-        if (len(codes) <= FEW_CODES and self.lookup_rows >= 0
-                and not (within and FEW_CODES * LOOKUP_SCAN >= LOOKUP_SCAN_ROWS)):
+        if (
+            len(codes) <= FEW_CODES
+            and self.lookup_rows >= 0
+            and not (within and FEW_CODES * LOOKUP_SCAN >= LOOKUP_SCAN_ROWS)
+        ):
             # (no batch is scanned for so few codes: within changes nothing)
             few = R.lookup_few(parts, codes, self.lookup_rows)
             if few is not None:
                 return few
-        if (len(codes) <= FEW_CODES or self.lookup_rows < 0
-                or any(type(p) is not Rows and _scanned(p, codes) for p in parts)):
+        if (
+            len(codes) <= FEW_CODES
+            or self.lookup_rows < 0
+            or any(type(p) is not Rows and _scanned(p, codes) for p in parts)
+        ):
             read = self.lookup_within if within else self.lookup
             return self.concat([read(p, codes) for p in parts])
         found: list[tuple[Any, Any]] = []
@@ -509,8 +537,9 @@ class LocalKernels:
             return self.lookup(parts[0], codes)  # (empty)
         if total > self.lookup_rows:
             return gather_found(found, dict(parts[0].schema))
-        return self.concat([got if type(p) is Rows else self._found_rows(p, *got)
-                            for p, got in found])
+        return self.concat(
+            [got if type(p) is Rows else self._found_rows(p, *got) for p, got in found]
+        )
 
     def _found_rows(self, batch: pl.DataFrame, lo: np.ndarray, hi: np.ndarray) -> Any:
         """The rows ``lo[i] .. hi[i] - 1`` of a columnar batch (the ranges of a lookup's
@@ -565,12 +594,16 @@ class LocalKernels:
         tcols = tt.columns()
         lsel = [pl.col(c).alias(f"__l_{c}") for c in left.columns if c != KEY]
         rsel = [pl.col(c).alias(f"__r_{c}") for c in right.columns if c != KEY]
-        j = left.lazy().select(lsel).join(
-            right.lazy().select(rsel),
-            left_on=[f"__l_{c}" for c in left_on],
-            right_on=[f"__r_{c}" for c in right_on],
-            how="inner",
-            coalesce=False,
+        j = (
+            left.lazy()
+            .select(lsel)
+            .join(
+                right.lazy().select(rsel),
+                left_on=[f"__l_{c}" for c in left_on],
+                right_on=[f"__r_{c}" for c in right_on],
+                how="inner",
+                coalesce=False,
+            )
         )
         exprs = [pl.col(f"__{side}_{c}").alias(name) for side, c, name in output]
         exprs += join_exprs(tt, [f"__l_{c}" for c in tcols], [f"__r_{c}" for c in tcols], tcols)
@@ -579,8 +612,13 @@ class LocalKernels:
         # gathered, and the pairs are not held beside the output)
         return self._small(j.select(exprs).collect())
 
-    def _join_schema(self, left: pl.DataFrame, right: pl.DataFrame, tt: TimeType,
-                     output: Sequence[tuple[str, str, str]]) -> dict[str, pl.DataType]:
+    def _join_schema(
+        self,
+        left: pl.DataFrame,
+        right: pl.DataFrame,
+        tt: TimeType,
+        output: Sequence[tuple[str, str, str]],
+    ) -> dict[str, pl.DataType]:
         schema: dict[str, pl.DataType] = {}
         for side, c, name in output:
             schema[name] = (left if side == "l" else right).schema[c]
@@ -589,9 +627,15 @@ class LocalKernels:
         schema[DIFF] = pl.Int64
         return schema
 
-    def accumulate(self, history: pl.DataFrame, queries: pl.DataFrame, tt: TimeType,
-                   keys: Sequence[str], values: Sequence[str],
-                   weights: Sequence[str] = ()) -> Batch:
+    def accumulate(
+        self,
+        history: pl.DataFrame,
+        queries: pl.DataFrame,
+        tt: TimeType,
+        keys: Sequence[str],
+        values: Sequence[str],
+        weights: Sequence[str] = (),
+    ) -> Batch:
         return accumulate(history, queries, tt, keys, values, weights)
 
     # ------------------------------------------------------------------ reduce
@@ -629,14 +673,16 @@ class LocalKernels:
             return batch.project([n for n in batch.names if n != KEY])
         return batch.drop(KEY)
 
-    def interesting_times(self, new: pl.DataFrame, history: pl.DataFrame, tt: TimeType,
-                          keys: Sequence[str]) -> list[tuple[Time, Batch]]:
+    def interesting_times(
+        self, new: pl.DataFrame, history: pl.DataFrame, tt: TimeType, keys: Sequence[str]
+    ) -> list[tuple[Time, Batch]]:
         from ddflow.kernels.local_reduce import interesting_times
 
         return interesting_times(new, history, tt, keys, self.reduce_rows)
 
-    def indexed_history(self, parts: Sequence[Any], codes: Any, keys: Sequence[str],
-                        tt: TimeType) -> Any:
+    def indexed_history(
+        self, parts: Sequence[Any], codes: Any, keys: Sequence[str], tt: TimeType
+    ) -> Any:
         """The updates of the keys ``codes`` in the batches ``parts`` of a min/max reduce's
         input, read through the indexes of large batches (:mod:`local_index`); None where
         no batch is worth it (then the caller looks up as usual)."""
@@ -644,14 +690,14 @@ class LocalKernels:
 
         return IndexedHistory.read(self, parts, codes, keys, tt)
 
-    def minmax_unchanged(self, spec: Any, new: pl.DataFrame, out_history: pl.DataFrame,
-                         tt: TimeType) -> Batch:
+    def minmax_unchanged(
+        self, spec: Any, new: pl.DataFrame, out_history: pl.DataFrame, tt: TimeType
+    ) -> Batch:
         from ddflow.kernels.local_reduce import minmax_unchanged
 
         return minmax_unchanged(spec, new, out_history, tt, self.reduce_rows)
 
-    def distinct_unchanged(self, spec: Any, new: Batch, out_history: Batch,
-                           tt: TimeType) -> Any:
+    def distinct_unchanged(self, spec: Any, new: Batch, out_history: Batch, tt: TimeType) -> Any:
         """The ``(KEY, keys)`` of records whose new insertions leave a distinct's output
         as it is (:func:`~ddflow.kernels.local_reduce.distinct_unchanged`)."""
         from ddflow.kernels.local_reduce import distinct_unchanged
@@ -667,14 +713,20 @@ class LocalKernels:
             return R.without_keys(batch, drop)
         keys = frame(keys)
         rest = [c for c in keys.columns if c != KEY]
-        if (len(rest) == 1 and KEY in keys.columns and KEY in batch.columns
-                and shares_key(keys, rest) and shares_key(batch, rest)):
+        if (
+            len(rest) == 1
+            and KEY in keys.columns
+            and KEY in batch.columns
+            and shares_key(keys, rest)
+            and shares_key(batch, rest)
+        ):
             # (the codes are the keys: the rows whose code is not among the keys', in NumPy)
             codes = np.unique(keys.get_column(KEY).to_numpy())
             kept = batch.filter(pl.Series(~R.members(codes, batch.get_column(KEY).to_numpy())))
         else:
-            kept = batch.join(keys, on=keys.columns, how="anti", nulls_equal=True,
-                              maintain_order="left")
+            kept = batch.join(
+                keys, on=keys.columns, how="anti", nulls_equal=True, maintain_order="left"
+            )
         if KEY in batch.columns and batch.get_column(KEY).flags["SORTED_ASC"]:
             return kept.with_columns(kept.get_column(KEY).set_sorted())  # (still sorted)
         return kept
@@ -719,8 +771,9 @@ class LocalKernels:
 
         return reduce_prepare(spec, batch, tt)
 
-    def evaluation_slices(self, queries: Batch, codes: Any, parts: Sequence[Any]
-                          ) -> list[tuple[Batch, np.ndarray]] | None:
+    def evaluation_slices(
+        self, queries: Batch, codes: Any, parts: Sequence[Any]
+    ) -> list[tuple[Batch, np.ndarray]] | None:
         """The queries and their key codes ``codes`` (sorted, unique) cut into ranges of keys
         whose updates in the input batches ``parts`` are about
         :data:`~ddflow.kernels.local_reduce.EVALUATE_SLICE_ROWS` each; None when they are
@@ -737,8 +790,11 @@ class LocalKernels:
             return None  # (a small trace, or a small step's keys: no large batch searched)
         reach = np.zeros(len(codes), dtype=np.int64)
         for p in parts:
-            lo, hi = (R.batch_ranges(p, codes) if type(p) is pl.DataFrame
-                      else R.key_ranges(_codes(p), codes))
+            lo, hi = (
+                R.batch_ranges(p, codes)
+                if type(p) is pl.DataFrame
+                else R.key_ranges(_codes(p), codes)
+            )
             reach += hi - lo
         np.cumsum(reach, out=reach)
         total = int(reach[-1])
@@ -749,11 +805,20 @@ class LocalKernels:
         cuts = cuts[cuts < len(codes)]
         key = queries.get_column(KEY).to_numpy()
         at = np.searchsorted(codes[cuts], key, side="right")  # each query's range
-        return [(queries.filter(pl.Series(at == i)), part)
-                for i, part in enumerate(np.split(codes, cuts)) if len(part)]
+        return [
+            (queries.filter(pl.Series(at == i)), part)
+            for i, part in enumerate(np.split(codes, cuts))
+            if len(part)
+        ]
 
-    def reduce_evaluate(self, spec: Any, queries: pl.DataFrame, history: pl.DataFrame,
-                        out_history: pl.DataFrame, tt: TimeType) -> Batch:
+    def reduce_evaluate(
+        self,
+        spec: Any,
+        queries: pl.DataFrame,
+        history: pl.DataFrame,
+        out_history: pl.DataFrame,
+        tt: TimeType,
+    ) -> Batch:
         from ddflow.kernels.local_reduce import reduce_evaluate
 
         return reduce_evaluate(spec, queries, history, out_history, tt, self.reduce_rows)
@@ -809,8 +874,9 @@ LOOKUP_SCAN_ROWS = 65_536
 SORTED_RUNS = 64
 
 
-def grouped_sums(frame: pl.DataFrame, group: Sequence[str], sums: Sequence[str],
-                 drop_zero: bool = False) -> pl.DataFrame:
+def grouped_sums(
+    frame: pl.DataFrame, group: Sequence[str], sums: Sequence[str], drop_zero: bool = False
+) -> pl.DataFrame:
     """``frame.group_by(group).agg(sums summed)``, rows in no particular order (but sorted
     by ``group``, first column most significant, when packed); with ``drop_zero``, without
     the groups whose sums are all zero.
@@ -843,8 +909,9 @@ def grouped_sums(frame: pl.DataFrame, group: Sequence[str], sums: Sequence[str],
 ARRAY_SUM_ROWS = 20_000
 
 
-def _array_sums(frame: pl.DataFrame, group: Sequence[str], sums: Sequence[str],
-                drop_zero: bool) -> pl.DataFrame | None:
+def _array_sums(
+    frame: pl.DataFrame, group: Sequence[str], sums: Sequence[str], drop_zero: bool
+) -> pl.DataFrame | None:
     """:func:`grouped_sums` of a small frame in NumPy: the groups packed as by
     :func:`_pack`, but with NumPy's bounds and a sort of the codes (or, where the ranges do
     not fit in a code, as a hashed key code's do not, the columns sorted together), the rows
@@ -855,22 +922,27 @@ def _array_sums(frame: pl.DataFrame, group: Sequence[str], sums: Sequence[str],
     if not _packable(frame, group, sums):
         return None
     columns = [frame.get_column(c).to_numpy() for c in group]
-    rows, totals = _sorted_sums(columns, [frame.get_column(w).to_numpy() for w in sums],
-                                drop_zero)
-    return pl.DataFrame({**{n: c[rows] for n, c in zip(group, columns, strict=True)},
-                         **dict(zip(sums, totals, strict=True))},
-                        schema={n: frame.schema[n] for n in (*group, *sums)})
+    rows, totals = _sorted_sums(columns, [frame.get_column(w).to_numpy() for w in sums], drop_zero)
+    return pl.DataFrame(
+        {
+            **{n: c[rows] for n, c in zip(group, columns, strict=True)},
+            **dict(zip(sums, totals, strict=True)),
+        },
+        schema={n: frame.schema[n] for n in (*group, *sums)},
+    )
 
 
-def _sorted_sums(columns: list[np.ndarray], weights: list[np.ndarray], drop_zero: bool
-                 ) -> tuple[np.ndarray, list[np.ndarray]]:
+def _sorted_sums(
+    columns: list[np.ndarray], weights: list[np.ndarray], drop_zero: bool
+) -> tuple[np.ndarray, list[np.ndarray]]:
     """The groups of the rows' ``columns`` (integers), in order of the columns (the first
     most significant), and the ``weights`` summed per group: the position of a row of each
     group, and the sums. The groups are packed as by :func:`_pack` and their codes sorted
     (or, where the ranges do not fit in a code, as a hashed key code's do not, the columns
     sorted together); with ``drop_zero``, without the groups whose sums are all zero."""
-    packing = _radix([(int(c.min()), int(c.max())) for c in columns], columns.__getitem__,
-                     len(columns[0]))
+    packing = _radix(
+        [(int(c.min()), int(c.max())) for c in columns], columns.__getitem__, len(columns[0])
+    )
     if packing is not None:
         order = np.argsort(packing.code, kind="stable")
         starts = run_starts(packing.code[order])
@@ -893,8 +965,9 @@ MERGE_ARRAY_ROWS = 20_000
 _INT64_EXACT = frozenset({pl.Int8, pl.Int16, pl.Int32, pl.Int64, pl.UInt8, pl.UInt16, pl.UInt32})
 
 
-def _merge_arrays(batches: Sequence[Batch], tt: TimeType, since: Sequence[Time],
-                  sums: Sequence[str]) -> pl.DataFrame | None:
+def _merge_arrays(
+    batches: Sequence[Batch], tt: TimeType, since: Sequence[Time], sums: Sequence[str]
+) -> pl.DataFrame | None:
     """:meth:`LocalKernels.merge` of a few thousand updates in NumPy: the columns of every
     batch (a frame's through its :class:`~ddflow.kernels.local_rows.ColumnCache`, rows
     converted at once), the times advanced to the frontier's floor, the rows sorted by key
@@ -942,11 +1015,14 @@ def _merge_arrays(batches: Sequence[Batch], tt: TimeType, since: Sequence[Time],
     d, k = names.index(DIFF), names.index(KEY)
     # (grouped by every column but the diff, the key code first: sorted by it)
     rows, (diff,) = _sorted_sums(
-        [arrays[k], *(a for i, a in enumerate(arrays) if i not in (d, k))], [arrays[d]], True)
-    return pl.DataFrame([
-        pl.Series(n, diff if i == d else arrays[i][rows], dtype=schema[n])
-        for i, n in enumerate(names)
-    ]).with_columns(pl.col(KEY).set_sorted())
+        [arrays[k], *(a for i, a in enumerate(arrays) if i not in (d, k))], [arrays[d]], True
+    )
+    return pl.DataFrame(
+        [
+            pl.Series(n, diff if i == d else arrays[i][rows], dtype=schema[n])
+            for i, n in enumerate(names)
+        ]
+    ).with_columns(pl.col(KEY).set_sorted())
 
 
 def run_starts(*columns: np.ndarray) -> np.ndarray:
@@ -969,8 +1045,14 @@ class _Packing:
     def __init__(self, code: np.ndarray, digits: list[tuple[int, int, int]], width: int) -> None:
         self.code, self.digits, self.width = code, digits, width
 
-    def decode(self, frame: pl.DataFrame, group: Sequence[str], codes: np.ndarray,
-               sums: Sequence[str], totals: list[np.ndarray]) -> pl.DataFrame:
+    def decode(
+        self,
+        frame: pl.DataFrame,
+        group: Sequence[str],
+        codes: np.ndarray,
+        sums: Sequence[str],
+        totals: list[np.ndarray],
+    ) -> pl.DataFrame:
         """The frame of the groups of ``codes`` (``frame``'s names and types) with their
         ``totals`` of ``sums``. Computed by Polars, into buffers of its own: a frame built on
         NumPy arrays keeps them (no copy), and arrays NumPy allocated and held in a trace's
@@ -989,8 +1071,13 @@ class _Packing:
         return pl.DataFrame(data).select(columns)
 
 
-def _packed_sums(frame: pl.DataFrame, packing: _Packing, group: Sequence[str],
-                 sums: Sequence[str], drop_zero: bool) -> pl.DataFrame:
+def _packed_sums(
+    frame: pl.DataFrame,
+    packing: _Packing,
+    group: Sequence[str],
+    sums: Sequence[str],
+    drop_zero: bool,
+) -> pl.DataFrame:
     """:func:`grouped_sums` of a frame whose groups are packed."""
     code = packing.code
     falls = int(np.count_nonzero(code[1:] < code[:-1]))
@@ -998,8 +1085,7 @@ def _packed_sums(frame: pl.DataFrame, packing: _Packing, group: Sequence[str],
         folded = _folded_sums(frame, packing, sums[0], falls)
         if folded is not None:
             codes, total = folded
-            return _decoded(frame, packing, group, codes, sums, [total],
-                            _kept([total], drop_zero))
+            return _decoded(frame, packing, group, codes, sums, [total], _kept([total], drop_zero))
     order: np.ndarray | None = None  # the rows in code order (None: as they are)
     if falls > SORTED_RUNS:
         order = pl.Series(code).arg_sort().to_numpy()
@@ -1021,8 +1107,9 @@ def _packed_sums(frame: pl.DataFrame, packing: _Packing, group: Sequence[str],
     return _decoded(frame, packing, group, codes, sums, totals, keep)
 
 
-def _folded_sums(frame: pl.DataFrame, packing: _Packing, w: str, falls: int
-                 ) -> tuple[np.ndarray, np.ndarray] | None:
+def _folded_sums(
+    frame: pl.DataFrame, packing: _Packing, w: str, falls: int
+) -> tuple[np.ndarray, np.ndarray] | None:
     """The distinct codes (sorted) and the sum of ``w`` at each, by sorting the codes with
     ``w`` folded in as their last digit; None when its range does not fit."""
     values = frame.get_column(w).to_numpy()
@@ -1068,9 +1155,15 @@ def _folded_sums(frame: pl.DataFrame, packing: _Packing, w: str, falls: int
     return heads, total
 
 
-def _decoded(frame: pl.DataFrame, packing: _Packing, group: Sequence[str], codes: np.ndarray,
-             sums: Sequence[str], totals: list[np.ndarray], keep: np.ndarray | None
-             ) -> pl.DataFrame:
+def _decoded(
+    frame: pl.DataFrame,
+    packing: _Packing,
+    group: Sequence[str],
+    codes: np.ndarray,
+    sums: Sequence[str],
+    totals: list[np.ndarray],
+    keep: np.ndarray | None,
+) -> pl.DataFrame:
     """The frame of the groups ``codes`` with their ``totals``, only those in ``keep`` (a
     mask; None: all)."""
     if keep is not None:
@@ -1099,25 +1192,30 @@ def _pack(frame: pl.DataFrame, group: Sequence[str], sums: Sequence[str]) -> _Pa
     the ranges do not fit."""
     if not _packable(frame, group, sums):
         return None
-    bounds = frame.select([pl.col(c).min().alias(f"lo{i}") for i, c in enumerate(group)]
-                          + [pl.col(c).max().alias(f"hi{i}") for i, c in enumerate(group)]).row(0)
+    bounds = frame.select(
+        [pl.col(c).min().alias(f"lo{i}") for i, c in enumerate(group)]
+        + [pl.col(c).max().alias(f"hi{i}") for i, c in enumerate(group)]
+    ).row(0)
     n = len(group)
-    return _radix([(int(bounds[i]), int(bounds[n + i])) for i in range(n)],
-                  lambda i: frame.get_column(group[i]).to_numpy(), frame.height)
+    return _radix(
+        [(int(bounds[i]), int(bounds[n + i])) for i in range(n)],
+        lambda i: frame.get_column(group[i]).to_numpy(),
+        frame.height,
+    )
 
 
 def _packable(frame: pl.DataFrame, group: Sequence[str], sums: Sequence[str]) -> bool:
     """Are the group columns integers without nulls, and the summed ones ``Int64`` without
     nulls?"""
     schema = frame.schema
-    return (all(schema[c].is_integer() and frame.get_column(c).null_count() == 0
-                for c in group)
-            and all(schema[w] == pl.Int64 and frame.get_column(w).null_count() == 0
-                    for w in sums))
+    return all(
+        schema[c].is_integer() and frame.get_column(c).null_count() == 0 for c in group
+    ) and all(schema[w] == pl.Int64 and frame.get_column(w).null_count() == 0 for w in sums)
 
 
-def _radix(bounds: list[tuple[int, int]], column: Callable[[int], np.ndarray], n: int
-           ) -> _Packing | None:
+def _radix(
+    bounds: list[tuple[int, int]], column: Callable[[int], np.ndarray], n: int
+) -> _Packing | None:
     """The ``n`` rows' groups packed in one int64 (:class:`_Packing`), from each group
     column's ``(low, high)`` and its values (``column(i)``, read only when it varies); None
     when a value is beyond int64 or the ranges multiply to ``2**62`` or more."""
@@ -1160,8 +1258,9 @@ def _evaluated(batch: Rows, compiled: Sequence[pl.Expr], tt: TimeType) -> Rows |
         fns.append(builder(batch.index))
     rest = batch.getter([*tt.columns(), DIFF])
     try:
-        return Rows(R.updates_schema(schema, tt),
-                    [(*[f(r) for f in fns], *rest(r)) for r in batch.rows])
+        return Rows(
+            R.updates_schema(schema, tt), [(*[f(r) for f in fns], *rest(r)) for r in batch.rows]
+        )
     except Overflow:
         return None
 
@@ -1191,8 +1290,11 @@ def _slice(batch: Batch, lo: int, hi: int) -> Batch:
 def shares_key(batch: pl.DataFrame, keys: Sequence[str]) -> bool:
     """Is the key code of ``batch`` a copy of its one ``Int64`` key column (as
     :meth:`LocalKernels.key_codes` makes it when the column has no nulls)?"""
-    return (len(keys) == 1 and batch.schema[keys[0]] == pl.Int64
-            and batch.get_column(keys[0]).null_count() == 0)
+    return (
+        len(keys) == 1
+        and batch.schema[keys[0]] == pl.Int64
+        and batch.get_column(keys[0]).null_count() == 0
+    )
 
 
 def one_time(batch: Batch, tcols: Sequence[str]) -> Time | None:
@@ -1216,8 +1318,7 @@ def sorted_by_key(batch: pl.DataFrame) -> pl.DataFrame:
 def _scanned(batch: Batch, codes: Any) -> bool:
     """Does a lookup of ``codes`` in ``batch`` scan it (keys by the tens of thousands, at
     least one per :data:`LOOKUP_SCAN` rows of a large batch) rather than search it?"""
-    return (type(batch) is not Rows
-            and len(codes) * LOOKUP_SCAN >= batch.height >= LOOKUP_SCAN_ROWS)
+    return type(batch) is not Rows and len(codes) * LOOKUP_SCAN >= batch.height >= LOOKUP_SCAN_ROWS
 
 
 def balanced_cuts(reach: np.ndarray, rows: int) -> np.ndarray:
@@ -1253,8 +1354,14 @@ def _time_bounds(batch: Batch, tcols: Sequence[str], least: bool) -> tuple[int, 
     if batch.height == 0:
         return None
     # (each column's own min or max: a few microseconds, where a select costs a hundred)
-    return tuple(int(batch.get_column(c).min() if least  # type: ignore[arg-type]
-                     else batch.get_column(c).max()) for c in tcols)
+    return tuple(
+        int(
+            batch.get_column(c).min()
+            if least  # type: ignore[arg-type]
+            else batch.get_column(c).max()
+        )
+        for c in tcols
+    )
 
 
 def _greatest_times(part: Batch, tcols: Sequence[str]) -> tuple[int, ...] | None:
@@ -1272,8 +1379,13 @@ def _greatest_times(part: Batch, tcols: Sequence[str]) -> tuple[int, ...] | None
     return known[1]
 
 
-def all_before(history: pl.DataFrame, queries: pl.DataFrame, tt: TimeType,
-               tcols: Sequence[str], qcols: Sequence[str]) -> bool:
+def all_before(
+    history: pl.DataFrame,
+    queries: pl.DataFrame,
+    tt: TimeType,
+    tcols: Sequence[str],
+    qcols: Sequence[str],
+) -> bool:
     """Is every time of ``history`` ``<=`` every time of ``queries``? (A cheap sufficient
     test: the coordinate-wise max of one below the coordinate-wise min of the other, for
     product orders; for lexicographic pairs, compared as pairs.)"""

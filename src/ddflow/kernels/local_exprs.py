@@ -44,8 +44,14 @@ KIND_TYPES: dict[str, pl.DataType] = {"i64": pl.Int64(), "str": pl.String(), "bo
 
 _KINDS = {pl.Int64(): "i64", pl.String(): "str"}
 _ARITHMETIC = {"+": operator.add, "-": operator.sub}
-_COMPARISONS = {"==": operator.eq, "!=": operator.ne, "<": operator.lt, "<=": operator.le,
-                ">": operator.gt, ">=": operator.ge}
+_COMPARISONS = {
+    "==": operator.eq,
+    "!=": operator.ne,
+    "<": operator.lt,
+    "<=": operator.le,
+    ">": operator.gt,
+    ">=": operator.ge,
+}
 
 
 class Overflow(ArithmeticError):
@@ -90,8 +96,9 @@ def row_builder(expr: Expr, schema: Any) -> tuple[str, RowBuilder] | None:
     return None
 
 
-def _binary(f: Callable[[Any, Any], Any], left: RowBuilder, right: RowBuilder,
-            checked: bool) -> RowBuilder:
+def _binary(
+    f: Callable[[Any, Any], Any], left: RowBuilder, right: RowBuilder, checked: bool
+) -> RowBuilder:
     def build(index: Callable[[str], int]) -> Callable[[tuple[Any, ...]], Any]:
         a, b = left(index), right(index)
 

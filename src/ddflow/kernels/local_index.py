@@ -71,8 +71,7 @@ def _shares_key(batch: pl.DataFrame, keys: Sequence[str]) -> bool:
     return known[1]
 
 
-def gather(requests: Sequence[tuple[Any, np.ndarray]], schema: dict[str, Any]
-           ) -> pl.DataFrame:
+def gather(requests: Sequence[tuple[Any, np.ndarray]], schema: dict[str, Any]) -> pl.DataFrame:
     """The updates of the keys ``codes`` of each ``(batch, codes)`` of a trace, as one frame:
     gathered from NumPy views of a large frame's columns (:class:`ColumnCache`), taken from
     the tuples of a small batch, put in Polars once (a lookup per batch would give rows or
@@ -118,8 +117,9 @@ def gather_found(found: Sequence[tuple[Any, Any]], schema: dict[str, Any]) -> pl
     return pl.concat(frames) if len(frames) > 1 else frames[0]
 
 
-def _gathered(takes: Sequence[tuple[ColumnCache, np.ndarray]], names: Sequence[str],
-              schema: dict[str, Any]) -> list[pl.Series]:
+def _gathered(
+    takes: Sequence[tuple[ColumnCache, np.ndarray]], names: Sequence[str], schema: dict[str, Any]
+) -> list[pl.Series]:
     """The rows at positions ``idx`` of each ``(cache, idx)``, in order, column by column."""
     bounds = np.cumsum([0, *(len(idx) for _, idx in takes)])
     columns = [dict(zip(cache.schema, cache.arrays, strict=True)) for cache, _ in takes]
@@ -127,9 +127,14 @@ def _gathered(takes: Sequence[tuple[ColumnCache, np.ndarray]], names: Sequence[s
     for name in names:
         arrays = [c[name] for c in columns]
         if not all(isinstance(a, np.ndarray) and a.dtype == arrays[0].dtype for a in arrays):
-            out[name] = _joined(name, [a[idx] if isinstance(a, np.ndarray) else a.gather(idx)
-                                       for a, (_, idx) in zip(arrays, takes, strict=True)],
-                                schema[name])
+            out[name] = _joined(
+                name,
+                [
+                    a[idx] if isinstance(a, np.ndarray) else a.gather(idx)
+                    for a, (_, idx) in zip(arrays, takes, strict=True)
+                ],
+                schema[name],
+            )
             continue
         into = np.empty(int(bounds[-1]), dtype=arrays[0].dtype)
         for i, (a, (cache, idx)) in enumerate(zip(arrays, takes, strict=True)):
@@ -141,16 +146,23 @@ def _gathered(takes: Sequence[tuple[ColumnCache, np.ndarray]], names: Sequence[s
             else:
                 np.take(a, idx, out=into[lo:hi])
         out[name] = into
-    return [pl.Series(name, v, dtype=schema[name]) if isinstance(v, np.ndarray) else v
-            for name, v in out.items()]
+    return [
+        pl.Series(name, v, dtype=schema[name]) if isinstance(v, np.ndarray) else v
+        for name, v in out.items()
+    ]
 
 
 def _joined(name: str, pieces: list[Any], dtype: Any) -> pl.Series:
     if all(isinstance(p, np.ndarray) for p in pieces):
-        return pl.Series(name, np.concatenate(pieces) if len(pieces) > 1 else pieces[0],
-                         dtype=dtype)
-    return pl.concat([p.alias(name) if isinstance(p, pl.Series)
-                      else pl.Series(name, p, dtype=dtype) for p in pieces])
+        return pl.Series(
+            name, np.concatenate(pieces) if len(pieces) > 1 else pieces[0], dtype=dtype
+        )
+    return pl.concat(
+        [
+            p.alias(name) if isinstance(p, pl.Series) else pl.Series(name, p, dtype=dtype)
+            for p in pieces
+        ]
+    )
 
 
 class BatchIndex:
@@ -186,11 +198,15 @@ class BatchIndex:
         # rows gathered and their sort are the largest temporaries of a first epoch's read)
         columns = batch.select([KEY, *tcols, DIFF])
         reach = np.cumsum(lengths[heavy])
-        cuts = (np.searchsorted(reach, np.arange(SUMMARY_ROWS, int(reach[-1]), SUMMARY_ROWS),
-                                side="right") if len(reach) else np.zeros(0, dtype=np.int64))
+        cuts = (
+            np.searchsorted(
+                reach, np.arange(SUMMARY_ROWS, int(reach[-1]), SUMMARY_ROWS), side="right"
+            )
+            if len(reach)
+            else np.zeros(0, dtype=np.int64)
+        )
         parts = []
-        for a, b in zip(np.concatenate(([0], cuts)), np.append(cuts, len(self.lo)),
-                        strict=True):
+        for a, b in zip(np.concatenate(([0], cuts)), np.append(cuts, len(self.lo)), strict=True):
             if b <= a:
                 continue
             rows = columns[ranges(self.lo[a:b], lengths[heavy][a:b])]
@@ -285,10 +301,16 @@ class IndexedHistory:
     """The input history of the keys ``codes`` (sorted, unique) in the trace ``parts``, read
     through the indexes of large batches where the keys are heavy (see the module)."""
 
-    def __init__(self, kernels: LocalKernels, tt: TimeType, keys: Sequence[str],
-                 codes: np.ndarray, light: pl.DataFrame,
-                 indexed: list[tuple[pl.DataFrame, BatchIndex, np.ndarray]],
-                 schema: dict[str, Any]) -> None:
+    def __init__(
+        self,
+        kernels: LocalKernels,
+        tt: TimeType,
+        keys: Sequence[str],
+        codes: np.ndarray,
+        light: pl.DataFrame,
+        indexed: list[tuple[pl.DataFrame, BatchIndex, np.ndarray]],
+        schema: dict[str, Any],
+    ) -> None:
         self.kernels = kernels
         self.tt = tt
         self.keys = list(keys)
@@ -300,25 +322,34 @@ class IndexedHistory:
         self.schema = schema
 
     @staticmethod
-    def read(kernels: LocalKernels, parts: Sequence[Any], codes: Any, keys: Sequence[str],
-             tt: TimeType) -> IndexedHistory | None:
+    def read(
+        kernels: LocalKernels, parts: Sequence[Any], codes: Any, keys: Sequence[str], tt: TimeType
+    ) -> IndexedHistory | None:
         """The history of ``codes`` (sorted, unique) in the trace ``parts``; None when no key
         is heavy in a large batch, or the keys are many (a first epoch reads every key, and
         every row anyway): then a lookup does as well."""
         from ddflow.kernels.local import LOOKUP_SCAN
 
         codes = np.asarray(codes, dtype=np.int64)
-        large = [type(p) is pl.DataFrame and p.height >= INDEXED_ROWS
-                 and len(codes) * LOOKUP_SCAN < p.height and _shares_key(p, keys)
-                 for p in parts]
+        large = [
+            type(p) is pl.DataFrame
+            and p.height >= INDEXED_ROWS
+            and len(codes) * LOOKUP_SCAN < p.height
+            and _shares_key(p, keys)
+            for p in parts
+        ]
         if not any(large):
             return None
         if len(codes) <= FEW_HEAVY_CODES and not any(
-                BatchIndex.of(p, tt).holds_heavy(codes) for p, big in zip(parts, large,
-                                                                          strict=True) if big):
+            BatchIndex.of(p, tt).holds_heavy(codes)
+            for p, big in zip(parts, large, strict=True)
+            if big
+        ):
             return None  # (a small step's keys, light everywhere: as members below, say)
-        hits = [members(BatchIndex.of(p, tt).heavy, codes) if big else None
-                for p, big in zip(parts, large, strict=True)]
+        hits = [
+            members(BatchIndex.of(p, tt).heavy, codes) if big else None
+            for p, big in zip(parts, large, strict=True)
+        ]
         if not any(h is not None and h.any() for h in hits):
             return None
         light: list[tuple[Any, np.ndarray]] = []
@@ -347,8 +378,11 @@ class IndexedHistory:
         light = self.light
         if codes is not None:
             light = light.filter(pl.col(KEY).is_in(pl.Series(codes, dtype=pl.Int64).implode()))
-        heavy = [(batch, want) for batch, _, keys in self.indexed
-                 if len(want := keys if codes is None else keys[members(codes, keys)])]
+        heavy = [
+            (batch, want)
+            for batch, _, keys in self.indexed
+            if len(want := keys if codes is None else keys[members(codes, keys)])
+        ]
         if not heavy:
             return light
         return pl.concat([light, gather(heavy, self.schema)[light.columns]])
@@ -365,8 +399,7 @@ class IndexedHistory:
             lo, hi = index.key_rows(codes)
             idx = ranges(lo, hi - lo)
             cache = ColumnCache.of(batch)
-            rows.extend(batch[idx][names].rows() if cache is None
-                        else cache.take(idx, names).rows)
+            rows.extend(batch[idx][names].rows() if cache is None else cache.take(idx, names).rows)
         return Rows(self.schema, rows)
 
     def key_weights(self) -> tuple[np.ndarray, np.ndarray]:
@@ -383,15 +416,26 @@ class IndexedHistory:
     def sliced(self, bounds: np.ndarray, i: int) -> IndexedHistory:
         """The keys of this history with ``i`` of ``bounds`` (sorted) at or below their code,
         read through the same indexes."""
+
         def within(codes: np.ndarray) -> np.ndarray:
             at: np.ndarray = np.searchsorted(bounds, codes, side="right") == i
             return at
 
-        indexed = [(batch, index, heavy[at]) for batch, index, heavy in self.indexed
-                   if (at := within(heavy)).any()]
+        indexed = [
+            (batch, index, heavy[at])
+            for batch, index, heavy in self.indexed
+            if (at := within(heavy)).any()
+        ]
         light = self.light.filter(pl.Series(within(self.light.get_column(KEY).to_numpy())))
-        return IndexedHistory(self.kernels, self.tt, self.keys, self.codes[within(self.codes)],
-                              light, indexed, self.schema)
+        return IndexedHistory(
+            self.kernels,
+            self.tt,
+            self.keys,
+            self.codes[within(self.codes)],
+            light,
+            indexed,
+            self.schema,
+        )
 
     def subset(self, codes: np.ndarray) -> IndexedHistory:
         """The history of ``codes`` (a sorted subset of these keys), through the same
@@ -399,10 +443,12 @@ class IndexedHistory:
         light = self.light
         if light.height:
             light = light.filter(pl.Series(members(codes, light.get_column(KEY).to_numpy())))
-        indexed = [(batch, index, heavy[at]) for batch, index, heavy in self.indexed
-                   if (at := members(codes, heavy)).any()]
-        return IndexedHistory(self.kernels, self.tt, self.keys, codes, light, indexed,
-                              self.schema)
+        indexed = [
+            (batch, index, heavy[at])
+            for batch, index, heavy in self.indexed
+            if (at := members(codes, heavy)).any()
+        ]
+        return IndexedHistory(self.kernels, self.tt, self.keys, codes, light, indexed, self.schema)
 
     def union(self, other: Any, codes: Any) -> IndexedHistory:
         """This history and that of other keys (an indexed history of the same trace, or
@@ -411,10 +457,14 @@ class IndexedHistory:
         codes = np.asarray(codes, dtype=np.int64)
         if not isinstance(other, IndexedHistory):
             rows = frame(other)
-            light = (self.light if rows.height == 0
-                     else pl.concat([self.light, rows.select(self.light.columns)]))
-            return IndexedHistory(self.kernels, self.tt, self.keys, codes, light, self.indexed,
-                                  self.schema)
+            light = (
+                self.light
+                if rows.height == 0
+                else pl.concat([self.light, rows.select(self.light.columns)])
+            )
+            return IndexedHistory(
+                self.kernels, self.tt, self.keys, codes, light, self.indexed, self.schema
+            )
         indexed = list(self.indexed)
         for batch, index, heavy in other.indexed:
             at = next((i for i, (b, _, _) in enumerate(indexed) if b is batch), None)
@@ -422,9 +472,15 @@ class IndexedHistory:
                 indexed.append((batch, index, heavy))
             else:
                 indexed[at] = (batch, index, np.union1d(indexed[at][2], heavy))
-        return IndexedHistory(self.kernels, self.tt, self.keys, codes,
-                              pl.concat([self.light, other.light.select(self.light.columns)]),
-                              indexed, self.schema)
+        return IndexedHistory(
+            self.kernels,
+            self.tt,
+            self.keys,
+            codes,
+            pl.concat([self.light, other.light.select(self.light.columns)]),
+            indexed,
+            self.schema,
+        )
 
     def time_arrays(self) -> tuple[np.ndarray, list[np.ndarray]] | None:
         """The key and the time columns of every update of the keys, one entry per ``(key,
@@ -456,7 +512,10 @@ class IndexedHistory:
         schema = {c: self.schema[c] for c in cols}
         light = self.light[list(cols)]
         if sum(len(c) for c, _ in heavy) + light.height <= SMALL_TIMES and list(cols) == [
-                KEY, key, *tcols]:
+            KEY,
+            key,
+            *tcols,
+        ]:
             rows = light.rows()
             for codes, times in heavy:
                 c = codes.tolist()
@@ -470,9 +529,15 @@ class IndexedHistory:
         return pl.concat(parts) if len(parts) > 1 else parts[0]
 
 
-def indexed_sums(history: IndexedHistory, qk: np.ndarray, qt: Sequence[np.ndarray],
-                 column: str, bound: np.ndarray, bounded: np.ndarray, sign: int
-                 ) -> tuple[np.ndarray, tuple[np.ndarray, np.ndarray, np.ndarray]]:
+def indexed_sums(
+    history: IndexedHistory,
+    qk: np.ndarray,
+    qt: Sequence[np.ndarray],
+    column: str,
+    bound: np.ndarray,
+    bounded: np.ndarray,
+    sign: int,
+) -> tuple[np.ndarray, tuple[np.ndarray, np.ndarray, np.ndarray]]:
     """For queries ``qk`` (sorted key codes) at times ``qt`` with bounds (``bound``, of the
     values times ``sign``, where ``bounded``): each query's count (every diff at a time
     ``<=`` the query's) and the rows to sum by value (query position, value times
@@ -482,8 +547,12 @@ def indexed_sums(history: IndexedHistory, qk: np.ndarray, qt: Sequence[np.ndarra
     light = history.light
     tcols = history.tt.columns()
     if light.height:
-        pos, valid = positions(qk, qt, light.get_column(KEY).to_numpy(),
-                               [light.get_column(c).to_numpy() for c in tcols])
+        pos, valid = positions(
+            qk,
+            qt,
+            light.get_column(KEY).to_numpy(),
+            [light.get_column(c).to_numpy() for c in tcols],
+        )
         diff = light.get_column(DIFF).to_numpy()[valid]
         np.add.at(count, pos, diff)
         value = light.get_column(column).cast(pl.Int64).to_numpy()[valid] * sign
@@ -524,13 +593,16 @@ def indexed_sums(history: IndexedHistory, qk: np.ndarray, qt: Sequence[np.ndarra
         pos_parts.append(p[below])
         val_parts.append(value[below])
         diff_parts.append(batch.get_column(DIFF).to_numpy()[rows][ok][below])
-    return count, (np.concatenate(pos_parts) if pos_parts else np.zeros(0, dtype=np.int64),
-                   np.concatenate(val_parts) if val_parts else np.zeros(0, dtype=np.int64),
-                   np.concatenate(diff_parts) if diff_parts else np.zeros(0, dtype=np.int64))
+    return count, (
+        np.concatenate(pos_parts) if pos_parts else np.zeros(0, dtype=np.int64),
+        np.concatenate(val_parts) if val_parts else np.zeros(0, dtype=np.int64),
+        np.concatenate(diff_parts) if diff_parts else np.zeros(0, dtype=np.int64),
+    )
 
 
-def positions(qk: np.ndarray, qt: Sequence[np.ndarray], codes: np.ndarray,
-              times: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+def positions(
+    qk: np.ndarray, qt: Sequence[np.ndarray], codes: np.ndarray, times: Sequence[np.ndarray]
+) -> tuple[np.ndarray, np.ndarray]:
     """For rows of key ``codes`` at ``times``: the position of each row's query in ``qk``
     (sorted), for the rows whose key is queried at a time ``>=`` the row's; and that mask."""
     pos, valid = _found(qk, codes)
@@ -560,8 +632,9 @@ def _found(qk: np.ndarray, codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return at, qk[at] == codes
 
 
-def _cut(values: np.ndarray, lo: np.ndarray, hi: np.ndarray, bound: np.ndarray,
-         sign: int) -> np.ndarray:
+def _cut(
+    values: np.ndarray, lo: np.ndarray, hi: np.ndarray, bound: np.ndarray, sign: int
+) -> np.ndarray:
     """In each range ``lo..hi`` of ``values`` (sorted ascending in the range): the first
     position whose value is above ``bound`` (``sign`` 1), or the first not below it (-1)."""
     a, b = lo.copy(), hi.copy()

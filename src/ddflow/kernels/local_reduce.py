@@ -69,16 +69,21 @@ def _hold(data: pl.DataFrame, small_rows: int | None) -> Any:
     return as_rows(data, None if _limit(small_rows) >= 0 else -1)
 
 
-def interesting_times(new: pl.DataFrame, history: pl.DataFrame, tt: TimeType,
-                      keys: Sequence[str], small_rows: int | None = None
-                      ) -> list[tuple[Time, pl.DataFrame]]:
+def interesting_times(
+    new: pl.DataFrame,
+    history: pl.DataFrame,
+    tt: TimeType,
+    keys: Sequence[str],
+    small_rows: int | None = None,
+) -> list[tuple[Time, pl.DataFrame]]:
     """Least upper bounds of subsets of each key's times that contain a new time."""
     jkeys = [KEY, *keys]
     tcols = tt.columns()
     cols = [*jkeys, *tcols]
     # (an indexed history's times are its summaries' and light rows, whatever its height)
-    rows = new.height + (history.light.height if isinstance(history, IndexedHistory)
-                         else history.height)
+    rows = new.height + (
+        history.light.height if isinstance(history, IndexedHistory) else history.height
+    )
     if ARRAY_TIMES_ROWS <= rows <= ARRAY_TIMES_MAX:
         found = _interesting_times_arrays(new, history, tt, keys, small_rows)
         if found is not None:
@@ -93,8 +98,9 @@ def interesting_times(new: pl.DataFrame, history: pl.DataFrame, tt: TimeType,
         fresh = new.select(cols).unique()
     else:  # (a step's new updates are often all at one time: the keys suffice)
         known = _distinct_keys(new, keys)
-        fresh = known.with_columns(pl.lit(v, dtype=new.schema[c]).alias(c)
-                                   for c, v in zip(tcols, one, strict=True))
+        fresh = known.with_columns(
+            pl.lit(v, dtype=new.schema[c]).alias(c) for c, v in zip(tcols, one, strict=True)
+        )
     ecols = [f"__e{i}" for i in range(tt.width)]
     rename = dict(zip(tcols, ecols, strict=True))
     lifted = not all_before(history, fresh, tt, tcols, tcols)  # can history lift a new time?
@@ -102,8 +108,10 @@ def interesting_times(new: pl.DataFrame, history: pl.DataFrame, tt: TimeType,
     # a chain per key: in a total order; or one new time per key, which the key's other
     # times lift (if at all) only in the last coordinate (all below it in the others: the
     # common case of a later epoch's loop, whose history holds earlier epochs' iterations)
-    if tt.is_total or (fresh.get_column(KEY).n_unique() == fresh.height and (
-            not lifted or (tt.width > 1 and all_before(history, fresh, tt, head, head)))):
+    if tt.is_total or (
+        fresh.get_column(KEY).n_unique() == fresh.height
+        and (not lifted or (tt.width > 1 and all_before(history, fresh, tt, head, head)))
+    ):
         # the closure adds the times that lift the last coordinate: lub(n, e) is n with the
         # last coordinate max(n, e)
         if one is not None and not lifted:  # one time, and no other time above it
@@ -111,10 +119,14 @@ def interesting_times(new: pl.DataFrame, history: pl.DataFrame, tt: TimeType,
         closed = fresh
         if lifted:
             last, elast = tcols[-1], ecols[-1]
-            later = (history.select([*jkeys, last]).unique().rename({last: elast})
-                     .join(fresh, on=jkeys, nulls_equal=True)
-                     .filter(pl.col(elast) > pl.col(last))
-                     .select([*jkeys, *head, pl.col(elast).alias(last)]))
+            later = (
+                history.select([*jkeys, last])
+                .unique()
+                .rename({last: elast})
+                .join(fresh, on=jkeys, nulls_equal=True)
+                .filter(pl.col(elast) > pl.col(last))
+                .select([*jkeys, *head, pl.col(elast).alias(last)])
+            )
             closed = pl.concat([fresh, later]).unique()
     else:
         # U: each new time lifted by every time of its key (the new ones included). A lub of
@@ -122,8 +134,11 @@ def interesting_times(new: pl.DataFrame, history: pl.DataFrame, tt: TimeType,
         # is U closed under lubs; where a key's U is a chain, it already is
         others = pl.concat([history.select(cols), fresh]) if lifted else fresh
         others = others.unique().rename(rename)
-        closed = (fresh.join(others, on=jkeys, how="inner", nulls_equal=True)
-                  .select([*jkeys, *join_exprs(tt, tcols, ecols, tcols)]).unique())
+        closed = (
+            fresh.join(others, on=jkeys, how="inner", nulls_equal=True)
+            .select([*jkeys, *join_exprs(tt, tcols, ecols, tcols)])
+            .unique()
+        )
         delta = _not_chains(closed, tt, jkeys)
         while delta.height:
             lubs = (
@@ -148,9 +163,9 @@ ARRAY_TIMES_ROWS = 128
 ARRAY_TIMES_MAX = 1 << 17
 
 
-def _interesting_times_arrays(new: Any, history: Any, tt: TimeType, keys: Sequence[str],
-                              small_rows: int | None = None
-                              ) -> list[tuple[Time, Any]] | None:
+def _interesting_times_arrays(
+    new: Any, history: Any, tt: TimeType, keys: Sequence[str], small_rows: int | None = None
+) -> list[tuple[Time, Any]] | None:
     """:func:`interesting_times` in NumPy where each key's closure is a chain it can write at
     once; None elsewhere (the caller takes the general paths).
 
@@ -204,16 +219,20 @@ def _interesting_times_arrays(new: Any, history: Any, tt: TimeType, keys: Sequen
     schema = {KEY: pl.Int64, key: pl.Int64}
     if len(out_codes) <= _limit(small_rows):
         listed = out_codes.tolist()
-        return [(t, Rows(schema, [(c, c) for c in listed[lo:hi]]))
-                for t, lo, hi in zip(times, bounds[:-1].tolist(), bounds[1:].tolist(),
-                                     strict=True)]
+        return [
+            (t, Rows(schema, [(c, c) for c in listed[lo:hi]]))
+            for t, lo, hi in zip(times, bounds[:-1].tolist(), bounds[1:].tolist(), strict=True)
+        ]
     keys_frame = pl.DataFrame({KEY: out_codes, key: out_codes}, schema=schema)
-    return [(t, keys_frame.slice(lo, hi - lo))
-            for t, lo, hi in zip(times, bounds[:-1].tolist(), bounds[1:].tolist(), strict=True)]
+    return [
+        (t, keys_frame.slice(lo, hi - lo))
+        for t, lo, hi in zip(times, bounds[:-1].tolist(), bounds[1:].tolist(), strict=True)
+    ]
 
 
-def _key_times(batch: Any, key: str, tcols: Sequence[str]
-               ) -> tuple[np.ndarray, list[np.ndarray]] | None:
+def _key_times(
+    batch: Any, key: str, tcols: Sequence[str]
+) -> tuple[np.ndarray, list[np.ndarray]] | None:
     """The ``Int64`` key column (without nulls) and the time columns of a batch as int64
     arrays; None when the key column is not one."""
     if type(batch) is Rows:
@@ -221,8 +240,10 @@ def _key_times(batch: Any, key: str, tcols: Sequence[str]
             return None
         rows, n = batch.rows, len(batch.rows)
         try:
-            cols = [np.fromiter((r[i] for r in rows), dtype=np.int64, count=n)
-                    for i in [batch.index(c) for c in (key, *tcols)]]
+            cols = [
+                np.fromiter((r[i] for r in rows), dtype=np.int64, count=n)
+                for i in [batch.index(c) for c in (key, *tcols)]
+            ]
         except TypeError:  # (a null key)
             return None
         return cols[0], cols[1:]
@@ -280,8 +301,9 @@ def _not_chains(times: pl.DataFrame, tt: TimeType, jkeys: list[str]) -> pl.DataF
     return times.join(broken, on=jkeys, how="semi", nulls_equal=True)
 
 
-def _interesting_times_rows(new: Any, history: Any, tt: TimeType,
-                            jkeys: list[str]) -> list[tuple[Time, Any]]:
+def _interesting_times_rows(
+    new: Any, history: Any, tt: TimeType, jkeys: list[str]
+) -> list[tuple[Time, Any]]:
     """:func:`interesting_times` row by row, for a small step: each key's new times lifted by
     its times, then closed under lubs one lifted time at a time."""
     tcols = tt.columns()
@@ -320,8 +342,9 @@ def _interesting_times_rows(new: Any, history: Any, tt: TimeType,
     return [(t, Rows(schema, rows)) for t, rows in by_time.items()]
 
 
-def minmax_unchanged(spec: ReduceSpec, new: Any, out_history: Any, tt: TimeType,
-                     small_rows: int | None = None) -> Any:
+def minmax_unchanged(
+    spec: ReduceSpec, new: Any, out_history: Any, tt: TimeType, small_rows: int | None = None
+) -> Any:
     """New updates of a min/max-only aggregate that cannot change its output.
 
     Let ``n`` be the least time of a key's new updates (coordinate-wise). They are harmless
@@ -371,8 +394,9 @@ def minmax_unchanged(spec: ReduceSpec, new: Any, out_history: Any, tt: TimeType,
         *([pl.col(DIFF).sum().alias("__sum")] if one is not None else []),
     )
     if one is None:
-        negative = (new.group_by([*by, *tcols]).agg(pl.col(DIFF).sum())
-                    .filter(pl.col(DIFF) < 0).select(by))
+        negative = (
+            new.group_by([*by, *tcols]).agg(pl.col(DIFF).sum()).filter(pl.col(DIFF) < 0).select(by)
+        )
         g = g.join(negative, on=by, how="anti", nulls_equal=True)
     else:
         g = g.filter(pl.col("__sum") >= 0).drop("__sum")
@@ -390,27 +414,40 @@ def minmax_unchanged(spec: ReduceSpec, new: Any, out_history: Any, tt: TimeType,
     o = o.with_columns(before.alias("__before"))
     # the output at the least new time: a single row of multiplicity 1
     at = (
-        o.filter(pl.col("__before")).group_by([*by, *outs]).agg(*carried, pl.col(DIFF).sum())
+        o.filter(pl.col("__before"))
+        .group_by([*by, *outs])
+        .agg(*carried, pl.col(DIFF).sum())
         .filter(pl.col(DIFF) != 0)
-        .group_by(by).agg(*carried, pl.len().alias("__rows"),
-                          (pl.col(DIFF).first() == 1).alias("__one"),
-                          *[pl.col(name).first() for name in names])
+        .group_by(by)
+        .agg(
+            *carried,
+            pl.len().alias("__rows"),
+            (pl.col(DIFF).first() == 1).alias("__one"),
+            *[pl.col(name).first() for name in names],
+        )
         .filter((pl.col("__rows") == 1) & pl.col("__one"))
     )
     # later output updates: at each time they replace rows (diffs summing to zero), and the
     # rows they add bound the min (max) at the times after
     later = o.filter(~pl.col("__before"))
-    unsettled = (later.group_by([*by, *tcols]).agg(pl.col(DIFF).sum())
-                 .filter(pl.col(DIFF) != 0).select(by))
-    added = later.filter(pl.col(DIFF) > 0).group_by(by).agg(
-        *carried,
-        *[pl.col(name).max().alias(f"__b_{name}") for name, _ in mins],
-        *[pl.col(name).min().alias(f"__b_{name}") for name, _ in maxs],
-        *[pl.col(name).null_count().alias(f"__n_{name}") for name in names],
+    unsettled = (
+        later.group_by([*by, *tcols]).agg(pl.col(DIFF).sum()).filter(pl.col(DIFF) != 0).select(by)
     )
-    ok = (at.join(unsettled, on=by, how="anti", nulls_equal=True)
-          .join(added, on=jkeys, how="left", nulls_equal=True)
-          .join(g, on=jkeys, nulls_equal=True))
+    added = (
+        later.filter(pl.col(DIFF) > 0)
+        .group_by(by)
+        .agg(
+            *carried,
+            *[pl.col(name).max().alias(f"__b_{name}") for name, _ in mins],
+            *[pl.col(name).min().alias(f"__b_{name}") for name, _ in maxs],
+            *[pl.col(name).null_count().alias(f"__n_{name}") for name in names],
+        )
+    )
+    ok = (
+        at.join(unsettled, on=by, how="anti", nulls_equal=True)
+        .join(added, on=jkeys, how="left", nulls_equal=True)
+        .join(g, on=jkeys, nulls_equal=True)
+    )
     cond = pl.lit(True)
     for name in names:
         now, n = pl.col(name), pl.col(f"__n_{name}")
@@ -426,8 +463,9 @@ def minmax_unchanged(spec: ReduceSpec, new: Any, out_history: Any, tt: TimeType,
     return _hold(ok.filter(cond).select(jkeys), small_rows)
 
 
-def distinct_unchanged(spec: ReduceSpec, new: Any, out_history: Any, tt: TimeType,
-                       small_rows: int | None = None) -> Any:
+def distinct_unchanged(
+    spec: ReduceSpec, new: Any, out_history: Any, tt: TimeType, small_rows: int | None = None
+) -> Any:
     """New updates of a ``distinct`` that cannot change its output: a record's, when they
     are all insertions and its output updates are all at or before their least time (the
     meet of their times, in a product order), summing to one. The output is then the record
@@ -444,7 +482,7 @@ def distinct_unchanged(spec: ReduceSpec, new: Any, out_history: Any, tt: TimeTyp
         least: dict[tuple[Any, ...], tuple[int, ...]] = {}
         removed = set()
         for row in iter_rows(new, [*jkeys, *tcols, DIFF]):
-            key, t = row[:nk], row[nk:nk + width]
+            key, t = row[:nk], row[nk : nk + width]
             if row[-1] <= 0:
                 removed.add(key)
             cur = least.get(key)
@@ -457,25 +495,31 @@ def distinct_unchanged(spec: ReduceSpec, new: Any, out_history: Any, tt: TimeTyp
             n = least.get(key)
             if n is None:
                 continue
-            if all(map(_le, row[nk:nk + width], n)):
+            if all(map(_le, row[nk : nk + width], n)):
                 total[key] = total.get(key, 0) + row[-1]
             else:  # (a later output update: the record may be absent after it)
                 del least[key]
                 total.pop(key, None)
-        return Rows({c: new.schema[c] for c in jkeys},
-                    [key for key, s in total.items() if s == 1])
+        return Rows({c: new.schema[c] for c in jkeys}, [key for key, s in total.items() if s == 1])
     new, out_history = frame(new), frame(out_history)
     marks = [f"__m{i}" for i in range(tt.width)]
-    g = (new.group_by(jkeys).agg(*[pl.col(t).min().alias(m) for t, m in zip(tcols, marks,
-                                                                          strict=True)],
-                                 (pl.col(DIFF) > 0).all().alias("__ins"))
-         .filter(pl.col("__ins")).drop("__ins"))
-    before = pl.all_horizontal([pl.col(t) <= pl.col(m) for t, m in zip(tcols, marks,
-                                                                      strict=True)])
-    ok = (out_history.select([*jkeys, *tcols, DIFF])
-          .join(g, on=jkeys, nulls_equal=True)
-          .group_by(jkeys).agg(before.all().alias("__before"), pl.col(DIFF).sum())
-          .filter(pl.col("__before") & (pl.col(DIFF) == 1)))
+    g = (
+        new.group_by(jkeys)
+        .agg(
+            *[pl.col(t).min().alias(m) for t, m in zip(tcols, marks, strict=True)],
+            (pl.col(DIFF) > 0).all().alias("__ins"),
+        )
+        .filter(pl.col("__ins"))
+        .drop("__ins")
+    )
+    before = pl.all_horizontal([pl.col(t) <= pl.col(m) for t, m in zip(tcols, marks, strict=True)])
+    ok = (
+        out_history.select([*jkeys, *tcols, DIFF])
+        .join(g, on=jkeys, nulls_equal=True)
+        .group_by(jkeys)
+        .agg(before.all().alias("__before"), pl.col(DIFF).sum())
+        .filter(pl.col("__before") & (pl.col(DIFF) == 1))
+    )
     return _hold(ok.select(jkeys), small_rows)
 
 
@@ -494,8 +538,9 @@ def _signed_values(f: pl.DataFrame, column: str, sign: int) -> np.ndarray | None
     return v
 
 
-def _minmax_unchanged_arrays(spec: ReduceSpec, new: pl.DataFrame, out_history: pl.DataFrame,
-                             tt: TimeType) -> pl.DataFrame | None:
+def _minmax_unchanged_arrays(
+    spec: ReduceSpec, new: pl.DataFrame, out_history: pl.DataFrame, tt: TimeType
+) -> pl.DataFrame | None:
     """:func:`minmax_unchanged` for one ``min`` (``max``) of an integer column without nulls,
     keyed by one ``Int64`` column that the key code copies: the same conditions in NumPy, each
     group a run of rows sorted by key (a Polars group-by or join costs a few hundred
@@ -504,8 +549,12 @@ def _minmax_unchanged_arrays(spec: ReduceSpec, new: pl.DataFrame, out_history: p
     if len(spec.aggs) != 1 or len(spec.outputs) != 1 or not tt.is_product:
         return None
     ((name, kind, c),) = spec.aggs
-    if (kind not in ("min", "max") or c is None or not shares_key(new, spec.keys)
-            or not shares_key(out_history, spec.keys)):
+    if (
+        kind not in ("min", "max")
+        or c is None
+        or not shares_key(new, spec.keys)
+        or not shares_key(out_history, spec.keys)
+    ):
         return None
     sign = 1 if kind == "min" else -1
     value, out_value = _signed_values(new, c, sign), _signed_values(out_history, name, sign)
@@ -574,8 +623,10 @@ def _minmax_unchanged_arrays(spec: ReduceSpec, new: pl.DataFrame, out_history: p
         np.maximum.at(bound, l_at[added], l_value[added])
     ok &= (~any_ins | (inserted >= bound)) & (~any_ret | (retracted > bound))
     keys = codes[ok]
-    return pl.DataFrame({KEY: keys, spec.keys[0]: keys},
-                        schema={KEY: new.schema[KEY], spec.keys[0]: new.schema[spec.keys[0]]})
+    return pl.DataFrame(
+        {KEY: keys, spec.keys[0]: keys},
+        schema={KEY: new.schema[KEY], spec.keys[0]: new.schema[spec.keys[0]]},
+    )
 
 
 def _extremes(spec: ReduceSpec) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
@@ -610,7 +661,7 @@ def _minmax_unchanged_rows(spec: ReduceSpec, new: Any, out_history: Any, tt: Tim
     new_k: dict[tuple[Any, ...], list[tuple[Any, ...]]] = {}
     out_k: dict[tuple[Any, ...], list[tuple[Any, ...]]] = {}
     for row in iter_rows(new, [*jkeys, *tcols, DIFF, *cols]):
-        key, t, d, vals = row[:nk], row[nk:nk + width], row[nk + width], row[nk + width + 1:]
+        key, t, d, vals = row[:nk], row[nk : nk + width], row[nk + width], row[nk + width + 1 :]
         got = seen.get(key)
         if got is None:
             got = seen[key] = [{}, None, [None] * len(cols), [None] * len(cols)]
@@ -633,7 +684,7 @@ def _minmax_unchanged_rows(spec: ReduceSpec, new: Any, out_history: Any, tt: Tim
     for row in iter_rows(out_history, [*jkeys, *outs, *tcols, DIFF]):
         key = row[:nk]
         mine = out_k.get(key)
-        o, t, d = row[nk:nk + no], row[nk + no:nk + no + width], row[-1]
+        o, t, d = row[nk : nk + no], row[nk + no : nk + no + width], row[-1]
         if mine is None:
             if key not in new_k:
                 continue
@@ -683,8 +734,9 @@ def _minmax_unchanged_rows(spec: ReduceSpec, new: Any, out_history: Any, tt: Tim
 EXACT_TIMES = 64
 
 
-def _unchanged_at_each_time(new: Sequence[tuple[Any, ...]], out: Sequence[tuple[Any, ...]],
-                            index: Sequence[int], nmin: int) -> bool:
+def _unchanged_at_each_time(
+    new: Sequence[tuple[Any, ...]], out: Sequence[tuple[Any, ...]], index: Sequence[int], nmin: int
+) -> bool:
     """Whether a key's new updates ``(time, values, diff)`` leave its min/max output
     (``out``: its output updates ``(time, outputs, diff)``, in a product order) as it is at
     every time: the skip's test time by time, for a key the single bound of
@@ -707,8 +759,10 @@ def _unchanged_at_each_time(new: Sequence[tuple[Any, ...]], out: Sequence[tuple[
     times = [t for t, _, _ in new]
     width = len(times[0])
     lows = [min(c) for c in zip(*times, strict=True)]
-    grid = [sorted({t[i] for t in times} | {t[i] for t, _, _ in out if t[i] >= lows[i]})
-            for i in range(width)]
+    grid = [
+        sorted({t[i] for t in times} | {t[i] for t, _, _ in out if t[i] >= lows[i]})
+        for i in range(width)
+    ]
     if all(len(g) == 1 for g in grid[:-1]):
         return _unchanged_along_last(new, out, grid, index, nmin)
     size = 1
@@ -734,8 +788,13 @@ def _unchanged_at_each_time(new: Sequence[tuple[Any, ...]], out: Sequence[tuple[
     return True
 
 
-def _unchanged_along_last(new: Sequence[tuple[Any, ...]], out: Sequence[tuple[Any, ...]],
-                          grid: list[list[int]], index: Sequence[int], nmin: int) -> bool:
+def _unchanged_along_last(
+    new: Sequence[tuple[Any, ...]],
+    out: Sequence[tuple[Any, ...]],
+    grid: list[list[int]],
+    index: Sequence[int],
+    nmin: int,
+) -> bool:
     """:func:`_unchanged_at_each_time` where the grid varies in its last coordinate alone (the
     new updates all in one epoch, at several iterations of a loop: the common case): the
     times in order of that coordinate, each adding its updates to the ones before."""
@@ -771,8 +830,13 @@ def _add_values(per: list[dict[Any, int]], vals: Sequence[Any], d: int) -> None:
             per[c][v] = per[c].get(v, 0) + d
 
 
-def _extremes_kept(acc: dict[tuple[Any, ...], int], per: list[dict[Any, int]], total: int,
-                   index: Sequence[int], nmin: int) -> bool:
+def _extremes_kept(
+    acc: dict[tuple[Any, ...], int],
+    per: list[dict[Any, int]],
+    total: int,
+    index: Sequence[int],
+    nmin: int,
+) -> bool:
     """The test of :func:`_unchanged_at_each_time` at one time: the output accumulated
     there (``acc``: row -> diff) is one row of multiplicity 1 without a null min (max) ``m``,
     and the new updates accumulated there (``per``: each extreme's values -> diff, the diffs
@@ -792,15 +856,20 @@ def _extremes_kept(acc: dict[tuple[Any, ...], int], per: list[dict[Any, int]], t
     return True
 
 
-def time_queries(pending: dict[Time, list[Any]], tt: TimeType,
-                 small_rows: int | None = None) -> Any:
+def time_queries(
+    pending: dict[Time, list[Any]], tt: TimeType, small_rows: int | None = None
+) -> Any:
     """``(KEY, keys, __t*)`` rows, one per distinct pending ``(key, time)``. (Each frame
     holds distinct keys, as :func:`interesting_times` gives them: only the keys of a time
     pending in several frames are made unique.)"""
     frames = [f for fs in pending.values() for f in fs]
     if sum(f.height for f in frames) <= _limit(small_rows):
-        rows = {(*key, *t) for t, fs in pending.items() for f in fs
-                for key in (f.rows if type(f) is Rows else f.iter_rows())}
+        rows = {
+            (*key, *t)
+            for t, fs in pending.items()
+            for f in fs
+            for key in (f.rows if type(f) is Rows else f.iter_rows())
+        }
         schema = {**frames[0].schema, **{c: pl.Int64 for c in tt.columns()}}
         return Rows(schema, list(rows))
     parts = []
@@ -809,9 +878,11 @@ def time_queries(pending: dict[Time, list[Any]], tt: TimeType,
         keys = pl.concat(frames) if len(frames) > 1 else frames[0]
         if len(frames) > 1:
             keys = keys.unique()
-        parts.append(keys.with_columns(
-            [pl.lit(v, dtype=pl.Int64).alias(c) for c, v in zip(tt.columns(), t, strict=True)]
-        ))
+        parts.append(
+            keys.with_columns(
+                [pl.lit(v, dtype=pl.Int64).alias(c) for c, v in zip(tt.columns(), t, strict=True)]
+            )
+        )
     return pl.concat(parts) if len(parts) > 1 else parts[0]
 
 
@@ -825,29 +896,39 @@ def reduce_prepare(spec: ReduceSpec, batch: Any, tt: TimeType) -> Any:
         wi = [batch.index(w[4:]) for w in spec.weights]
         schema = {n: batch.schema[n] for n in [*spec.keys, *tt.columns(), DIFF]}
         schema.update({w: batch.schema[w[4:]] for w in spec.weights})
-        return Rows(schema, [(*g(r), *[None if r[i] is None else r[i] * r[d] for i in wi])
-                             for r in batch.rows])
+        return Rows(
+            schema,
+            [(*g(r), *[None if r[i] is None else r[i] * r[d] for i in wi]) for r in batch.rows],
+        )
     if spec.kind == "agg_weights":
         ws = [(pl.col(w[4:]) * pl.col(DIFF)).alias(w) for w in spec.weights]
         return batch.select([*spec.keys, *tt.columns(), DIFF, *ws])
     return batch.select([*spec.keys, *spec.values, *tt.columns(), DIFF])
 
 
-def reduce_evaluate(spec: ReduceSpec, queries: pl.DataFrame, history: pl.DataFrame,
-                    out_history: pl.DataFrame, tt: TimeType,
-                    small_rows: int | None = None) -> pl.DataFrame:
+def reduce_evaluate(
+    spec: ReduceSpec,
+    queries: pl.DataFrame,
+    history: pl.DataFrame,
+    out_history: pl.DataFrame,
+    tt: TimeType,
+    small_rows: int | None = None,
+) -> pl.DataFrame:
     """Corrections to the output at the queried ``(key, time)`` pairs:
     rows ``KEY, keys, outputs, __t*, __diff``. Small inputs (``small_rows``, default
     :data:`SMALL_REDUCE_ROWS`) take the row-by-row path when it applies."""
-    if (queries.height + history.height + out_history.height <= _limit(small_rows)
-            and _rows_path_applies(spec, history)):
+    if queries.height + history.height + out_history.height <= _limit(
+        small_rows
+    ) and _rows_path_applies(spec, history):
         rows = history.row_tuples() if isinstance(history, IndexedHistory) else history
         return _evaluate_rows(spec, queries, rows, out_history, tt)
     queries, history, out_history = frame(queries), frame(history), frame(out_history)
     if history.height <= EVALUATE_SLICE_ROWS or queries.height == 0:
         return _hold(_evaluate_columnar(spec, queries, history, out_history, tt), small_rows)
-    parts = [_evaluate_columnar(spec, q, h, o, tt)
-             for q, h, o in _key_slices(queries, history, out_history)]
+    parts = [
+        _evaluate_columnar(spec, q, h, o, tt)
+        for q, h, o in _key_slices(queries, history, out_history)
+    ]
     result = pl.concat([p for p in parts if p.height] or parts[:1], how="vertical_relaxed")
     return _hold(result, small_rows)
 
@@ -864,8 +945,9 @@ def _rows_of(history: Any) -> Any:
     return history.rows() if isinstance(history, IndexedHistory) else history
 
 
-def _key_slices(queries: pl.DataFrame, history: Any, out_history: pl.DataFrame
-                ) -> Iterator[tuple[pl.DataFrame, Any, pl.DataFrame]]:
+def _key_slices(
+    queries: pl.DataFrame, history: Any, out_history: pl.DataFrame
+) -> Iterator[tuple[pl.DataFrame, Any, pl.DataFrame]]:
     """The three cut into ranges of key code holding about :data:`EVALUATE_SLICE_ROWS`
     history rows each, one range at a time. A history read through indexes is cut into
     histories read through the same indexes (its heavy keys' rows are not gathered)."""
@@ -887,13 +969,17 @@ def _key_slices(queries: pl.DataFrame, history: Any, out_history: pl.DataFrame
     for i in range(len(bounds) + 1):
         q = queries.filter(pl.Series(ids[0] == i))
         if q.height:
-            h = (history.sliced(bounds, i) if hids is None
-                 else history.filter(pl.Series(hids == i)))
+            h = history.sliced(bounds, i) if hids is None else history.filter(pl.Series(hids == i))
             yield q, h, out_history.filter(pl.Series(ids[1] == i))
 
 
-def _evaluate_columnar(spec: ReduceSpec, queries: pl.DataFrame, history: pl.DataFrame,
-                       out_history: pl.DataFrame, tt: TimeType) -> pl.DataFrame:
+def _evaluate_columnar(
+    spec: ReduceSpec,
+    queries: pl.DataFrame,
+    history: pl.DataFrame,
+    out_history: pl.DataFrame,
+    tt: TimeType,
+) -> pl.DataFrame:
     jkeys = [KEY, *spec.keys]
     tcols = tt.columns()
     qcols = time_columns(tt, QPREFIX)
@@ -921,14 +1007,19 @@ def _evaluate_columnar(spec: ReduceSpec, queries: pl.DataFrame, history: pl.Data
         q = q_all if rounds == 1 else ranked.filter(pl.col("__rank") == r).drop("__rank")
         if current is None or r:
             current = accumulate(out_history, q, tt, jkeys, outs)
-        want = desired if rounds == 1 else desired.join(q, on=[*jkeys, *qcols], how="semi",
-                                                        nulls_equal=True)
+        want = (
+            desired
+            if rounds == 1
+            else desired.join(q, on=[*jkeys, *qcols], how="semi", nulls_equal=True)
+        )
         change = _change_rows(want, current, group, [*jkeys, *outs, *qcols], tcols)
         if change is None:
             if current.height:
-                summed = (pl.concat([want, current.with_columns(-pl.col(DIFF))],
-                                    how="vertical_relaxed")
-                          .group_by(group).agg(pl.col(DIFF).sum()))
+                summed = (
+                    pl.concat([want, current.with_columns(-pl.col(DIFF))], how="vertical_relaxed")
+                    .group_by(group)
+                    .agg(pl.col(DIFF).sum())
+                )
             else:  # (no output yet, as in a first epoch: the desired rows, one per group)
                 summed = want.select([*group, DIFF])
             change = (
@@ -949,8 +1040,9 @@ def _evaluate_columnar(spec: ReduceSpec, queries: pl.DataFrame, history: pl.Data
 CHANGE_ROWS = 2048
 
 
-def _change_rows(want: pl.DataFrame, current: pl.DataFrame, group: list[str],
-                 names: list[str], tcols: list[str]) -> pl.DataFrame | None:
+def _change_rows(
+    want: pl.DataFrame, current: pl.DataFrame, group: list[str], names: list[str], tcols: list[str]
+) -> pl.DataFrame | None:
     """The output change ``want - current`` (both rows ``group`` and a diff), its nonzero
     rows as ``names`` (``group`` reordered: keys, outputs, query times) and a diff, the query
     times named ``tcols``: summed in a dict when the rows are few and both have the same
@@ -972,7 +1064,7 @@ def _change_rows(want: pl.DataFrame, current: pl.DataFrame, group: list[str],
         sums[r[:-1]] = sums.get(r[:-1], 0) - r[-1]
     at = [group.index(n) for n in names]
     rows = [(*(k[i] for i in at), d) for k, d in sums.items() if d]
-    out = [*names[:len(names) - len(tcols)], *tcols]  # (the query times renamed)
+    out = [*names[: len(names) - len(tcols)], *tcols]  # (the query times renamed)
     schema: dict[str, Any] = {o: types[i] for o, i in zip(out, at, strict=True)}
     schema[DIFF] = pl.Int64
     return pl.DataFrame(rows, schema=schema, orient="row")
@@ -988,8 +1080,9 @@ BOUNDED_SHARE = 0.25
 _SIGNED_SAFE = frozenset({pl.Int8, pl.Int16, pl.Int32, pl.Int64, pl.UInt8, pl.UInt16, pl.UInt32})
 
 
-def _extreme_by_bound(spec: ReduceSpec, q_all: pl.DataFrame, history: Any,
-                      current: pl.DataFrame, tt: TimeType) -> pl.DataFrame | None:
+def _extreme_by_bound(
+    spec: ReduceSpec, q_all: pl.DataFrame, history: Any, current: pl.DataFrame, tt: TimeType
+) -> pl.DataFrame | None:
     """The desired output of a single ``min`` (``max``) at one query per key, reading the
     values of each key's history only up to (down to) a bound; None where it does not apply.
 
@@ -1008,15 +1101,25 @@ def _extreme_by_bound(spec: ReduceSpec, q_all: pl.DataFrame, history: Any,
     It applies to an aggregate of one ``min`` or ``max`` of an integer column without nulls,
     keyed by one ``Int64`` column without nulls (so that the key code is the key), in a
     product order."""
-    if (spec.kind != "agg" or len(spec.aggs) != 1 or len(spec.keys) != 1 or not tt.is_product
-            or q_all.height == 0):
+    if (
+        spec.kind != "agg"
+        or len(spec.aggs) != 1
+        or len(spec.keys) != 1
+        or not tt.is_product
+        or q_all.height == 0
+    ):
         return None
     ((name, kind, c),) = spec.aggs
     key = spec.keys[0]
     indexed = isinstance(history, IndexedHistory)
     schema = history.schema
-    if (kind not in ("min", "max") or c is None or spec.values != (c,)
-            or schema[c] not in _SIGNED_SAFE or schema[key] != pl.Int64):
+    if (
+        kind not in ("min", "max")
+        or c is None
+        or spec.values != (c,)
+        or schema[c] not in _SIGNED_SAFE
+        or schema[key] != pl.Int64
+    ):
         return None
     if not indexed and history.height < BOUNDED_ROWS:
         return None
@@ -1054,33 +1157,48 @@ def _extreme_by_bound(spec: ReduceSpec, q_all: pl.DataFrame, history: Any,
         ak, at = qk[again], [t[again] for t in qt]
         unbounded, zeros = np.zeros(len(again), dtype=bool), np.zeros(len(again), dtype=np.int64)
         if indexed:
-            _, (pos, value, diff) = indexed_sums(history.subset(ak), ak, at, c, zeros,
-                                                 unbounded, sign)
+            _, (pos, value, diff) = indexed_sums(
+                history.subset(ak), ak, at, c, zeros, unbounded, sign
+            )
         else:
             pos, value, diff = _query_rows(history, ak, at, c, sign, tcols)
         found[again], extreme[again] = _least_positive(pos, value, diff, len(again))
     present = found & (count > 0)
     codes = qk[present]
-    return pl.DataFrame([
-        pl.Series(KEY, codes, dtype=pl.Int64), pl.Series(key, codes, dtype=pl.Int64),
-        *(pl.Series(qc, t[present], dtype=pl.Int64) for qc, t in zip(qcols, qt, strict=True)),
-        pl.Series(name, extreme[present] * sign, dtype=pl.Int64).cast(spec.out_types[name]),
-        pl.Series(DIFF, np.ones(len(codes), dtype=np.int64), dtype=pl.Int64),
-    ])
+    return pl.DataFrame(
+        [
+            pl.Series(KEY, codes, dtype=pl.Int64),
+            pl.Series(key, codes, dtype=pl.Int64),
+            *(pl.Series(qc, t[present], dtype=pl.Int64) for qc, t in zip(qcols, qt, strict=True)),
+            pl.Series(name, extreme[present] * sign, dtype=pl.Int64).cast(spec.out_types[name]),
+            pl.Series(DIFF, np.ones(len(codes), dtype=np.int64), dtype=pl.Int64),
+        ]
+    )
 
 
-def _query_rows(history: pl.DataFrame, qk: np.ndarray, qt: Sequence[np.ndarray], column: str,
-                sign: int, tcols: Sequence[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _query_rows(
+    history: pl.DataFrame,
+    qk: np.ndarray,
+    qt: Sequence[np.ndarray],
+    column: str,
+    sign: int,
+    tcols: Sequence[str],
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The history rows at or before their key's query (``qk`` sorted, at times ``qt``): the
     query's position, the value of ``column`` times ``sign``, and the diff."""
-    pos, valid = positions(qk, qt, history.get_column(KEY).to_numpy(),
-                           [history.get_column(tc).to_numpy() for tc in tcols])
+    pos, valid = positions(
+        qk,
+        qt,
+        history.get_column(KEY).to_numpy(),
+        [history.get_column(tc).to_numpy() for tc in tcols],
+    )
     value = history.get_column(column).cast(pl.Int64).to_numpy()[valid] * sign
     return pos, value, history.get_column(DIFF).to_numpy()[valid]
 
 
-def _single_rows(current: pl.DataFrame, qk: np.ndarray, name: str, sign: int
-                 ) -> tuple[np.ndarray, np.ndarray]:
+def _single_rows(
+    current: pl.DataFrame, qk: np.ndarray, name: str, sign: int
+) -> tuple[np.ndarray, np.ndarray]:
     """For each of the query codes ``qk`` (sorted, unique), whether the accumulated output
     ``current`` (one query per key) is one row of multiplicity 1 with a value, and that
     value times ``sign``."""
@@ -1108,8 +1226,9 @@ def _single_rows(current: pl.DataFrame, qk: np.ndarray, name: str, sign: int
     return bounded, bound
 
 
-def _least_positive(pos: np.ndarray, value: np.ndarray, diff: np.ndarray, n: int
-                    ) -> tuple[np.ndarray, np.ndarray]:
+def _least_positive(
+    pos: np.ndarray, value: np.ndarray, diff: np.ndarray, n: int
+) -> tuple[np.ndarray, np.ndarray]:
     """For ``n`` queries and rows ``(query position, value, diff)``: whether some value of
     each query sums to a positive multiplicity, and the least such."""
     found = np.zeros(n, dtype=bool)
@@ -1127,16 +1246,27 @@ def _least_positive(pos: np.ndarray, value: np.ndarray, diff: np.ndarray, n: int
     return found, extreme
 
 
-def _accumulate_by_key(history: pl.DataFrame, queries: pl.DataFrame, tt: TimeType,
-                       keys: Sequence[str], values: Sequence[str]) -> pl.DataFrame | None:
+def _accumulate_by_key(
+    history: pl.DataFrame,
+    queries: pl.DataFrame,
+    tt: TimeType,
+    keys: Sequence[str],
+    values: Sequence[str],
+) -> pl.DataFrame | None:
     """:func:`accumulate` (no weights) where each key has one query, keyed by one ``Int64``
     column that the key code copies, with integer values without nulls, in a product order:
     each history row is matched to its key's query by a binary search of the sorted query
     codes, and the rows at or below their query's time are summed by ``(query, values)`` over
     runs of sorted rows (NumPy), instead of a join, a filter and a group-by in Polars. None
     where it does not apply."""
-    if (not tt.is_product or len(keys) != 2 or history.height == 0 or queries.height == 0
-            or not shares_key(history, keys[1:]) or not shares_key(queries, keys[1:])):
+    if (
+        not tt.is_product
+        or len(keys) != 2
+        or history.height == 0
+        or queries.height == 0
+        or not shares_key(history, keys[1:])
+        or not shares_key(queries, keys[1:])
+    ):
         return None
     columns = []
     for v in values:
@@ -1149,8 +1279,12 @@ def _accumulate_by_key(history: pl.DataFrame, queries: pl.DataFrame, tt: TimeTyp
     order = np.argsort(qk, kind="stable")
     qk = qk[order]
     qt = [queries.get_column(c).to_numpy()[order] for c in qcols]
-    pos, valid = positions(qk, qt, history.get_column(KEY).to_numpy(),
-                           [history.get_column(c).to_numpy() for c in tcols])
+    pos, valid = positions(
+        qk,
+        qt,
+        history.get_column(KEY).to_numpy(),
+        [history.get_column(c).to_numpy() for c in tcols],
+    )
     diff = history.get_column(DIFF).to_numpy()[valid]
     columns = [c[valid] for c in columns]
     by = np.lexsort((*columns[::-1], pos))
@@ -1163,13 +1297,18 @@ def _accumulate_by_key(history: pl.DataFrame, queries: pl.DataFrame, tt: TimeTyp
     starts, sums = starts[live], sums[live]
     at = pos[starts]
     key = pl.Series(keys[0], qk[at], dtype=queries.schema[keys[0]])
-    return pl.DataFrame([
-        key, key.alias(keys[1]).cast(queries.schema[keys[1]]),
-        *[pl.Series(c, t[at], dtype=pl.Int64) for c, t in zip(qcols, qt, strict=True)],
-        *[pl.Series(v, col[starts], dtype=history.schema[v])
-          for v, col in zip(values, columns, strict=True)],
-        pl.Series(DIFF, sums, dtype=pl.Int64),
-    ])
+    return pl.DataFrame(
+        [
+            key,
+            key.alias(keys[1]).cast(queries.schema[keys[1]]),
+            *[pl.Series(c, t[at], dtype=pl.Int64) for c, t in zip(qcols, qt, strict=True)],
+            *[
+                pl.Series(v, col[starts], dtype=history.schema[v])
+                for v, col in zip(values, columns, strict=True)
+            ],
+            pl.Series(DIFF, sums, dtype=pl.Int64),
+        ]
+    )
 
 
 def _ranked(queries: pl.DataFrame, qcols: list[str]) -> pl.DataFrame:
@@ -1195,8 +1334,9 @@ def _rows_path_applies(spec: ReduceSpec, history: pl.DataFrame) -> bool:
     return not any(history.schema[c].is_float() for c in cols)
 
 
-def _evaluate_rows(spec: ReduceSpec, queries: Any, history: Any, out_history: Any,
-                   tt: TimeType) -> Any:
+def _evaluate_rows(
+    spec: ReduceSpec, queries: Any, history: Any, out_history: Any, tt: TimeType
+) -> Any:
     """:func:`reduce_evaluate` row by row: for each key, its queried times in lexicographic
     order (a linear extension of the partial order), each seeing the corrections emitted at
     the earlier ones; the group functions as :data:`GROUP_FUNCTIONS` compute them."""
@@ -1213,7 +1353,7 @@ def _evaluate_rows(spec: ReduceSpec, queries: Any, history: Any, out_history: An
     weighted = bool(spec.weights)
     for row in iter_rows(history, [*jkeys, *tcols, *spec.values, DIFF, *spec.weights]):
         # (a null weight counts as 0, as sum() takes it)
-        weights = tuple(0 if w is None else w for w in row[at_d + 1:]) if weighted else ()
+        weights = tuple(0 if w is None else w for w in row[at_d + 1 :]) if weighted else ()
         key = row[:at_t]
         rows_k = inputs.get(key)
         if rows_k is None:
@@ -1224,7 +1364,8 @@ def _evaluate_rows(spec: ReduceSpec, queries: Any, history: Any, out_history: An
     no = len(outs)
     for row in iter_rows(out_history, [*jkeys, *tcols, *outs, DIFF]):
         outputs.setdefault(row[:nk], []).append(
-            (row[nk:nk + width], row[nk + width:nk + width + no], row[-1]))
+            (row[nk : nk + width], row[nk + width : nk + width + no], row[-1])
+        )
     asked: dict[tuple[Any, ...], set[tuple[int, ...]]] = {}
     for row in iter_rows(queries, [*jkeys, *tcols]):
         asked.setdefault(row[:nk], set()).add(row[nk:])
@@ -1271,8 +1412,9 @@ def _evaluate_rows(spec: ReduceSpec, queries: Any, history: Any, out_history: An
     return Rows(schema, emitted)
 
 
-def _rows_up_to(tt: TimeType) -> Callable[[Sequence[tuple[Any, ...]], tuple[int, ...]],
-                                             list[tuple[Any, ...]]]:
+def _rows_up_to(
+    tt: TimeType,
+) -> Callable[[Sequence[tuple[Any, ...]], tuple[int, ...]], list[tuple[Any, ...]]]:
     """``upto(rows, q)``: the rows (time first) at times ``<= q``; for a product order one
     comprehension comparing coordinates, not a call of ``less_equal`` per row (the row path
     of a small update reads a few hundred rows per key)."""
@@ -1282,9 +1424,11 @@ def _rows_up_to(tt: TimeType) -> Callable[[Sequence[tuple[Any, ...]], tuple[int,
     if tt.width == 1:
         return lambda rows, q: [r for r in rows if r[0][0] <= q[0]]
     if tt.width == 2:
+
         def upto2(rows: Sequence[tuple[Any, ...]], q: tuple[int, ...]) -> list[tuple[Any, ...]]:
             q0, q1 = q
             return [r for r in rows if r[0][0] <= q0 and r[0][1] <= q1]
+
         return upto2
     return lambda rows, q: [r for r in rows if all(map(_le, r[0], q))]
 
@@ -1368,8 +1512,10 @@ def _rows_threshold(spec: ReduceSpec, key: Any, group: Any) -> list[tuple[Any, i
 def _rows_reduce(spec: ReduceSpec, key: Any, group: Any) -> list[tuple[Any, int]]:
     fn = spec.fn
     assert fn is not None
-    rows = sorted(((v, acc[0]) for v, acc in group if acc[0] > 0),
-                  key=lambda vm: tuple((x is not None, x) for x in vm[0]))
+    rows = sorted(
+        ((v, acc[0]) for v, acc in group if acc[0] > 0),
+        key=lambda vm: tuple((x is not None, x) for x in vm[0]),
+    )
     if not rows:
         return []
     user_key = key[1:]
@@ -1381,8 +1527,9 @@ def _rows_reduce(spec: ReduceSpec, key: Any, group: Any) -> list[tuple[Any, int]
                 f"reduce function returned {o_t!r}: expected {len(spec.outputs)} values "
                 f"({', '.join(spec.outputs)})"
             )
-        out.append((tuple(_cast(x, spec.out_types[n])
-                          for x, n in zip(o_t, spec.outputs, strict=True)), 1))
+        out.append(
+            (tuple(_cast(x, spec.out_types[n]) for x, n in zip(o_t, spec.outputs, strict=True)), 1)
+        )
     return out
 
 
@@ -1395,8 +1542,9 @@ def _one() -> pl.Expr:
     return pl.lit(1, dtype=pl.Int64).alias(DIFF)
 
 
-def _agg_weights(spec: ReduceSpec, acc: pl.DataFrame, keys: list[str],
-                 qcols: list[str]) -> pl.DataFrame:
+def _agg_weights(
+    spec: ReduceSpec, acc: pl.DataFrame, keys: list[str], qcols: list[str]
+) -> pl.DataFrame:
     acc = acc.filter(pl.col(DIFF) > 0)
     exprs = []
     for name, kind, c in spec.aggs:
@@ -1424,8 +1572,7 @@ def _agg(spec: ReduceSpec, acc: pl.DataFrame, keys: list[str], qcols: list[str])
     out = acc.group_by(group).agg(linear).filter(pl.col("__count") > 0)
     for name, kind, c in spec.aggs:
         if kind in ("min", "max"):
-            present = (acc.group_by([*group, c]).agg(pl.col(DIFF).sum())
-                       .filter(pl.col(DIFF) > 0))
+            present = acc.group_by([*group, c]).agg(pl.col(DIFF).sum()).filter(pl.col(DIFF) > 0)
             pick = pl.col(c).min() if kind == "min" else pl.col(c).max()
             ext = present.group_by(group).agg(pick.cast(spec.out_types[name]).alias(name))
             out = out.join(ext, on=group, how="left", nulls_equal=True)
@@ -1459,13 +1606,15 @@ def _agg_one_value(spec: ReduceSpec, acc: pl.DataFrame, group: list[str]) -> pl.
     return out.select([*group, *spec.outputs, _one()])
 
 
-def _distinct(spec: ReduceSpec, acc: pl.DataFrame, keys: list[str],
-              qcols: list[str]) -> pl.DataFrame:
+def _distinct(
+    spec: ReduceSpec, acc: pl.DataFrame, keys: list[str], qcols: list[str]
+) -> pl.DataFrame:
     return acc.filter(pl.col(DIFF) > 0).select([*keys, *qcols, _one()])
 
 
-def _threshold(spec: ReduceSpec, acc: pl.DataFrame, keys: list[str],
-               qcols: list[str]) -> pl.DataFrame:
+def _threshold(
+    spec: ReduceSpec, acc: pl.DataFrame, keys: list[str], qcols: list[str]
+) -> pl.DataFrame:
     assert spec.fn is not None
     counts = acc.get_column(DIFF).unique().to_list()
     mapping = {c: int(spec.fn(c)) for c in counts}
@@ -1489,7 +1638,7 @@ def _reduce(spec: ReduceSpec, acc: pl.DataFrame, keys: list[str], qcols: list[st
     def flush() -> None:
         if current is None or not group:
             return
-        user_key = current[1:1 + nkey]
+        user_key = current[1 : 1 + nkey]
         for out in fn(user_key if nkey != 1 else user_key[0], group):
             out_t = tuple(out) if isinstance(out, (tuple, list)) else (out,)
             if len(out_t) != len(spec.outputs):
@@ -1506,8 +1655,11 @@ def _reduce(spec: ReduceSpec, acc: pl.DataFrame, keys: list[str], qcols: list[st
             current, group = head, []
         group.append((row[nk:-1], row[-1]))
     flush()
-    schema = {**{c: acc.schema[c] for c in gcols},
-              **{n: spec.out_types[n] for n in spec.outputs}, DIFF: pl.Int64}
+    schema = {
+        **{c: acc.schema[c] for c in gcols},
+        **{n: spec.out_types[n] for n in spec.outputs},
+        DIFF: pl.Int64,
+    }
     frame = pl.DataFrame(rows, schema=schema, orient="row")
     return frame.group_by([*gcols, *spec.outputs]).agg(pl.col(DIFF).sum())
 

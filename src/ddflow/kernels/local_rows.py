@@ -42,8 +42,13 @@ NULL_CODE = -(2**63)
 
 
 def _rowable_dtype(dtype: Any) -> bool:
-    return bool(dtype.is_integer() or dtype == pl.Boolean or dtype == pl.String
-                or dtype == pl.Date or isinstance(dtype, pl.Datetime))
+    return bool(
+        dtype.is_integer()
+        or dtype == pl.Boolean
+        or dtype == pl.String
+        or dtype == pl.Date
+        or isinstance(dtype, pl.Datetime)
+    )
 
 
 _ROWABLE: dict[tuple[tuple[str, Any], ...], bool] = {}
@@ -160,7 +165,7 @@ def iter_rows(batch: Rows | pl.DataFrame, names: Sequence[str]) -> Iterable[tupl
 
 def negate(b: Rows) -> Rows:
     d = b.index(DIFF)
-    return b.like([(*r[:d], -r[d], *r[d + 1:]) for r in b.rows])
+    return b.like([(*r[:d], -r[d], *r[d + 1 :]) for r in b.rows])
 
 
 def consolidate(b: Rows, sums: Sequence[str]) -> Rows:
@@ -211,14 +216,14 @@ def enter(b: Rows, outer: TimeType, inner: TimeType) -> Rows:
 
 
 def leave(b: Rows, inner: TimeType, outer: TimeType) -> Rows:
-    drop = set(inner.columns()[outer.width:])
+    drop = set(inner.columns()[outer.width :])
     keep = [n for n in b.names if n not in drop]
     return b.project(keep)
 
 
 def increment(b: Rows, tt: TimeType, limit: int | None) -> Rows:
     i = b.index(tt.columns()[-1])
-    out = [(*r[:i], r[i] + 1, *r[i + 1:]) for r in b.rows]
+    out = [(*r[:i], r[i] + 1, *r[i + 1 :]) for r in b.rows]
     if limit is not None:
         out = [r for r in out if r[i] < limit]
     return b.like(out)
@@ -263,8 +268,14 @@ def merge(b: Rows, tt: TimeType, frontier: Sequence[Time], sums: Sequence[str]) 
     idx = [names.index(c) for c in tt.columns()]
     lo, hi = idx[0], idx[-1] + 1
     d = names.index(DIFF) if DIFF in names else -1
-    if (tuple(sums) != (DIFF,) or not tt.is_product or not b.rows or len(names) < 3
-            or idx != list(range(lo, hi)) or d < hi):  # (arranged updates: times, then diff)
+    if (
+        tuple(sums) != (DIFF,)
+        or not tt.is_product
+        or not b.rows
+        or len(names) < 3
+        or idx != list(range(lo, hi))
+        or d < hi
+    ):  # (arranged updates: times, then diff)
         return arrange(consolidate(advance(b, tt, frontier), sums), ())
     floor = tt.advance_floor(frontier)
     acc: dict[tuple[Any, ...], int] = {}
@@ -282,7 +293,7 @@ def merge(b: Rows, tt: TimeType, frontier: Sequence[Time], sums: Sequence[str]) 
             else:
                 a = tuple(map(max, t, floor))
                 a = moved[t] = None if a == t else a
-            k = others(r) if a is None else (*r[:lo], *a, *r[hi:d], *r[d + 1:])
+            k = others(r) if a is None else (*r[:lo], *a, *r[hi:d], *r[d + 1 :])
         acc[k] = get(k, 0) + r[d]
     out = [(*k[:d], w, *k[d:]) for k, w in acc.items() if w]
     if KEY in b.schema:
@@ -400,7 +411,7 @@ def lookup(b: Rows, codes: Any) -> Rows:
     for c in codes.tolist() if isinstance(codes, np.ndarray) else codes:
         lo = bisect_left(keys, c)
         if lo < len(keys) and keys[lo] == c:
-            out.extend(rows[lo:bisect_right(keys, c, lo)])
+            out.extend(rows[lo : bisect_right(keys, c, lo)])
     return b.like(out)
 
 
@@ -431,8 +442,9 @@ DENSE_SPAN = 2
 DENSE_SEARCH = 16
 
 
-def key_ranges(keys: np.ndarray, codes: np.ndarray, fence: np.ndarray | None = None
-               ) -> tuple[np.ndarray, np.ndarray]:
+def key_ranges(
+    keys: np.ndarray, codes: np.ndarray, fence: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
     """For each of ``codes``, the positions ``lo, hi`` of its rows in ``keys`` (sorted), as
     ``numpy.searchsorted`` left and right gives them.
 
@@ -443,10 +455,16 @@ def key_ranges(keys: np.ndarray, codes: np.ndarray, fence: np.ndarray | None = N
     :data:`FENCE` rows, a few cache lines, by one vectorized step per halving; the right end is
     the left end of the next code, ``code + 1``, found in the lines just read."""
     codes = np.asarray(codes, dtype=np.int64)
-    if (fence is None or len(codes) < FENCED_CODES or len(keys) == 0
-            or int(codes.max()) == _MAX_CODE):
-        return (np.searchsorted(keys, codes, side="left"),
-                np.searchsorted(keys, codes, side="right"))
+    if (
+        fence is None
+        or len(codes) < FENCED_CODES
+        or len(keys) == 0
+        or int(codes.max()) == _MAX_CODE
+    ):
+        return (
+            np.searchsorted(keys, codes, side="left"),
+            np.searchsorted(keys, codes, side="right"),
+        )
     q = np.concatenate((codes, codes + 1))
     i = np.searchsorted(fence, q, side="left")
     # fence i - 1 (row (i - 1) * FENCE) is below the code and fence i is not: the first row at
@@ -458,7 +476,7 @@ def key_ranges(keys: np.ndarray, codes: np.ndarray, fence: np.ndarray | None = N
         np.minimum(idx, last, out=idx)
         np.add(pos, step, out=pos, where=keys[idx] < q)
     np.minimum(pos, len(keys), out=pos)
-    return pos[:len(codes)], pos[len(codes):]
+    return pos[: len(codes)], pos[len(codes) :]
 
 
 def dense_offsets(keys: np.ndarray) -> tuple[int, np.ndarray] | None:
@@ -491,8 +509,9 @@ def is_dense(keys: np.ndarray) -> bool:
     return base != _MIN_CODE and last != _MAX_CODE and last - base + 1 <= DENSE_SPAN * n
 
 
-def dense_ranges(base: int, offsets: np.ndarray, codes: np.ndarray
-                 ) -> tuple[np.ndarray, np.ndarray]:
+def dense_ranges(
+    base: int, offsets: np.ndarray, codes: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     """:func:`key_ranges` through a direct index (:func:`dense_offsets`): a code below the
     span gets the empty range at 0, one above it the empty range at the end."""
     span = len(offsets) - 1
@@ -525,8 +544,11 @@ class ColumnCache:
         #: the direct index of the key codes (:func:`dense_offsets`), built on first use;
         #: False where there is none (then a large batch has fences)
         self._dense: tuple[int, np.ndarray] | bool | None = None if is_dense(self.keys) else False
-        self.fence = (self.keys[::FENCE].copy()
-                      if self._dense is False and len(self.keys) >= FENCED_ROWS else None)
+        self.fence = (
+            self.keys[::FENCE].copy()
+            if self._dense is False and len(self.keys) >= FENCED_ROWS
+            else None
+        )
         self.arrays: list[Any] = []
         #: column name -> the name of an earlier column viewing the same buffer (a key code
         #: that is its key column, :func:`~ddflow.kernels.local.share_key`): equal values
@@ -586,14 +608,18 @@ class ColumnCache:
             by_name = dict(zip(schema, arrays, strict=True))
             arrays = [by_name[n] for n in names]
             schema = {n: schema[n] for n in names}
-        cols = [a[idx].tolist() if isinstance(a, np.ndarray) else a.gather(idx).to_list()
-                for a in arrays]
+        cols = [
+            a[idx].tolist() if isinstance(a, np.ndarray) else a.gather(idx).to_list()
+            for a in arrays
+        ]
         return Rows(schema, list(zip(*cols, strict=True)))
 
     def take_range(self, lo: int, hi: int) -> Rows:
         """Rows ``lo`` to ``hi`` (a slice: cheaper than gathering the same positions)."""
-        cols = [a[lo:hi].tolist() if isinstance(a, np.ndarray) else a.slice(lo, hi - lo).to_list()
-                for a in self.arrays]
+        cols = [
+            a[lo:hi].tolist() if isinstance(a, np.ndarray) else a.slice(lo, hi - lo).to_list()
+            for a in self.arrays
+        ]
         return Rows(self.schema, list(zip(*cols, strict=True)))
 
 
@@ -693,8 +719,14 @@ def lookup_frame(f: pl.DataFrame, lo: np.ndarray, hi: np.ndarray, limit: int) ->
 # ---------------------------------------------------------------------- joins
 
 
-def join(left: Rows, right: Rows, tt: TimeType, left_on: Sequence[str], right_on: Sequence[str],
-         output: Sequence[tuple[str, str, str]]) -> Rows:
+def join(
+    left: Rows,
+    right: Rows,
+    tt: TimeType,
+    left_on: Sequence[str],
+    right_on: Sequence[str],
+    output: Sequence[tuple[str, str, str]],
+) -> Rows:
     """Every pair of rows with equal (non-null) keys: the output columns, the lub of the
     times and the product of the diffs."""
     lk, rk = left.getter(left_on), right.getter(right_on)

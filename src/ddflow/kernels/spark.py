@@ -148,8 +148,9 @@ def ship_by_value(fn: Callable[..., Any]) -> None:
     cloudpickle.register_pickle_by_value(module)
 
 
-def local_session(app: str = "ddflow", partitions: int = 4,
-                  driver_memory: str | None = None) -> SparkSession:
+def local_session(
+    app: str = "ddflow", partitions: int = 4, driver_memory: str | None = None
+) -> SparkSession:
     """A Spark session on this machine (``local[2]``) with ``partitions`` shuffle partitions,
     no UI, no progress bars and no packages to download; checks for Java first.
     ``driver_memory`` (e.g. ``"8g"``) sizes the JVM's heap when this call starts it (Spark's
@@ -220,9 +221,14 @@ class SparkRuntime:
 
     name = "spark"
 
-    def __init__(self, spark: SparkSession, partitions: int | None = None,
-                 checkpoint_every: int = 1, merge_parts: int = MERGE_PARTS,
-                 merge_rows: int = MERGE_ROWS) -> None:
+    def __init__(
+        self,
+        spark: SparkSession,
+        partitions: int | None = None,
+        checkpoint_every: int = 1,
+        merge_parts: int = MERGE_PARTS,
+        merge_rows: int = MERGE_ROWS,
+    ) -> None:
         if partitions is None:
             partitions = int(spark.conf.get("spark.sql.shuffle.partitions") or 4)
         if min(partitions, checkpoint_every, merge_parts) < 1:
@@ -261,8 +267,14 @@ class SparkKernels:
 
     name = "spark"
 
-    def __init__(self, spark: SparkSession, partitions: int, checkpoint_every: int = 1,
-                 merge_parts: int = MERGE_PARTS, merge_rows: int = MERGE_ROWS) -> None:
+    def __init__(
+        self,
+        spark: SparkSession,
+        partitions: int,
+        checkpoint_every: int = 1,
+        merge_parts: int = MERGE_PARTS,
+        merge_rows: int = MERGE_ROWS,
+    ) -> None:
         self.spark = spark
         self.partitions = partitions
         self.checkpoint_every = checkpoint_every
@@ -284,9 +296,14 @@ class SparkKernels:
             self._facts[df] = f
         return f
 
-    def _known(self, df: DataFrame, count: int | None = None,
-               time_counts: Mapping[Time, int] | None = None,
-               like: DataFrame | None = None, times: bool = True) -> DataFrame:
+    def _known(
+        self,
+        df: DataFrame,
+        count: int | None = None,
+        time_counts: Mapping[Time, int] | None = None,
+        like: DataFrame | None = None,
+        times: bool = True,
+    ) -> DataFrame:
         """Record facts of ``df``: given ones, or the row facts of ``like`` (same rows)."""
         f = self.facts(df)
         if like is not None:
@@ -359,8 +376,9 @@ class SparkKernels:
         self._remember_local(df, frame)  # counting or collecting it needs no job
         return df
 
-    def native_updates(self, df: DataFrame, schema: Schema, diff: str | None,
-                       epoch: int) -> DataFrame:
+    def native_updates(
+        self, df: DataFrame, schema: Schema, diff: str | None, epoch: int
+    ) -> DataFrame:
         """A user's Spark DataFrame (the input's columns, and a ``diff`` column of changes of
         multiplicity if named) as a batch of updates at ``epoch``. Columns are cast to the
         schema's Spark types; a null in a column that does not admit one, or a null diff,
@@ -443,13 +461,19 @@ class SparkKernels:
         """A column expression compiled, once, to a Spark column (see spark_expr)."""
         return compile_spark(expr, schema, name)
 
-    def select(self, batch: DataFrame, compiled: Sequence[SparkCompiled],
-               tt: TimeType) -> DataFrame:
+    def select(
+        self, batch: DataFrame, compiled: Sequence[SparkCompiled], tt: TimeType
+    ) -> DataFrame:
         out = batch.select(*[c.column for c in compiled], *tt.columns(), DIFF)
         return self._derived(out, batch)
 
-    def with_columns(self, batch: DataFrame, compiled: Sequence[SparkCompiled],
-                     names: Sequence[str], tt: TimeType) -> DataFrame:
+    def with_columns(
+        self,
+        batch: DataFrame,
+        compiled: Sequence[SparkCompiled],
+        names: Sequence[str],
+        tt: TimeType,
+    ) -> DataFrame:
         new = {c.name: c.column for c in compiled if c.name is not None}
         out = batch.withColumns(new).select(*names, *tt.columns(), DIFF)
         return self._derived(out, batch)
@@ -459,11 +483,23 @@ class SparkKernels:
             return batch
         return self._derived(batch.filter(predicate.column), batch, rows=False)
 
-    def map_rows(self, batch: DataFrame, fn: Callable[..., Any], schema: Any,
-                 src_names: Sequence[str], tt: TimeType, flat: bool) -> DataFrame:
+    def map_rows(
+        self,
+        batch: DataFrame,
+        fn: Callable[..., Any],
+        schema: Any,
+        src_names: Sequence[str],
+        tt: TimeType,
+        flat: bool,
+    ) -> DataFrame:
         """The local ``map_rows`` on every Arrow batch of every partition, on the executors."""
-        out_struct = self.struct({**dict(schema.polars_schema()),
-                                  **{c: pl.Int64() for c in tt.columns()}, DIFF: pl.Int64()})
+        out_struct = self.struct(
+            {
+                **dict(schema.polars_schema()),
+                **{c: pl.Int64() for c in tt.columns()},
+                DIFF: pl.Int64(),
+            }
+        )
         if self._empty_known(batch):
             return self._known(self.spark.createDataFrame([], out_struct), count=0)
         target = pa.schema([(f.name, arrow_type(f.dataType.simpleString())) for f in out_struct])
@@ -485,8 +521,9 @@ class SparkKernels:
         out = batch.mapInArrow(apply, out_struct)
         return out if flat else self._known(out, like=batch)
 
-    def inspect(self, batch: DataFrame, fn: Callable[[Any], None], names: Sequence[str],
-                tt: TimeType) -> DataFrame:
+    def inspect(
+        self, batch: DataFrame, fn: Callable[[Any], None], names: Sequence[str], tt: TimeType
+    ) -> DataFrame:
         """Call ``fn`` with the batch collected to a Polars frame (inspect is for debugging)."""
         self._local.inspect(self.to_polars(batch), fn, names, tt)
         return batch
@@ -519,8 +556,11 @@ class SparkKernels:
                     continue
                 for t, n in f.time_counts.items():
                     total[t] = total.get(t, 0) + n
-            self._known(out, count=sum(f.count for f in facts if f and f.count),  # type: ignore[misc]
-                        time_counts=total)
+            self._known(
+                out,
+                count=sum(f.count for f in facts if f and f.count),  # type: ignore[misc]
+                time_counts=total,
+            )
         return out
 
     def negate(self, batch: DataFrame) -> DataFrame:
@@ -556,8 +596,9 @@ class SparkKernels:
         elif tcols:
             f.time_counts = {tuple(r[:-1]): r[-1] for r in frame.group_by(tcols).len().rows()}
 
-    def _derived(self, out: DataFrame, src: DataFrame, rows: bool = True,
-                 times: bool = True) -> DataFrame:
+    def _derived(
+        self, out: DataFrame, src: DataFrame, rows: bool = True, times: bool = True
+    ) -> DataFrame:
         """Facts of ``out``, computed from ``src`` by a projection or filter: the row facts
         if ``rows`` (same rows), and whether the driver may hold its rows."""
         if rows:
@@ -588,28 +629,37 @@ class SparkKernels:
 
     # ------------------------------------------------------------------ times
 
-    def enter(self, batch: DataFrame, outer: TimeType, inner: TimeType,
-              priority: Any = None) -> DataFrame:
+    def enter(
+        self, batch: DataFrame, outer: TimeType, inner: TimeType, priority: Any = None
+    ) -> DataFrame:
         """Extend the times by a loop's coordinate: ``0``, or ``(priority, 0)``."""
         data = [c for c in batch.columns if not c.startswith("__")]
-        new = inner.columns()[outer.width:]
+        new = inner.columns()[outer.width :]
         if priority is None:
             extra = [F.lit(0).cast("bigint").alias(c) for c in new]
         elif isinstance(priority, SparkCompiled):
-            extra = [priority.column.cast("bigint").alias(new[0]),
-                     F.lit(0).cast("bigint").alias(new[1])]
+            extra = [
+                priority.column.cast("bigint").alias(new[0]),
+                F.lit(0).cast("bigint").alias(new[1]),
+            ]
         else:
             return self._enter_polars(batch, data, outer, new, priority)
         out = batch.select(*data, *outer.columns(), *extra, DIFF)
         return self._derived(out, batch, times=False)
 
-    def _enter_polars(self, batch: DataFrame, data: list[str], outer: TimeType, new: list[str],
-                      priority: pl.Expr) -> DataFrame:
+    def _enter_polars(
+        self, batch: DataFrame, data: list[str], outer: TimeType, new: list[str], priority: pl.Expr
+    ) -> DataFrame:
         # build.py hands over the Polars-compiled priority: evaluate it with Polars on the
         # executors, exactly as the local runtime does
         struct = self.polars_schema(batch)
-        out_schema = {**{c: struct[c] for c in data}, **{c: pl.Int64() for c in outer.columns()},
-                      new[0]: pl.Int64(), new[1]: pl.Int64(), DIFF: pl.Int64()}
+        out_schema = {
+            **{c: struct[c] for c in data},
+            **{c: pl.Int64() for c in outer.columns()},
+            new[0]: pl.Int64(),
+            new[1]: pl.Int64(),
+            DIFF: pl.Int64(),
+        }
         out_struct = self.struct(out_schema)
         target = pa.schema([(f.name, arrow_type(f.dataType.simpleString())) for f in out_struct])
         inner_cols = list(out_schema)
@@ -618,16 +668,22 @@ class SparkKernels:
             for b in batches:
                 frame = pl.from_arrow(b)
                 assert isinstance(frame, pl.DataFrame)
-                out = frame.select([*data, *outer.columns(),
-                                    priority.cast(pl.Int64).alias(new[0]),
-                                    pl.lit(0, dtype=pl.Int64).alias(new[1]), DIFF])
+                out = frame.select(
+                    [
+                        *data,
+                        *outer.columns(),
+                        priority.cast(pl.Int64).alias(new[0]),
+                        pl.lit(0, dtype=pl.Int64).alias(new[1]),
+                        DIFF,
+                    ]
+                )
                 yield from out.select(inner_cols).to_arrow().cast(target).to_batches()
 
         out = batch.select(*data, *outer.columns(), DIFF).mapInArrow(apply, out_struct)
         return self._known(out, like=batch, times=False)
 
     def leave(self, batch: DataFrame, inner: TimeType, outer: TimeType) -> DataFrame:
-        return self._derived(batch.drop(*inner.columns()[outer.width:]), batch, times=False)
+        return self._derived(batch.drop(*inner.columns()[outer.width :]), batch, times=False)
 
     def increment(self, batch: DataFrame, tt: TimeType, limit: int | None) -> DataFrame:
         last = tt.columns()[-1]
@@ -641,9 +697,7 @@ class SparkKernels:
         if not frontier or self._empty_known(batch):
             return batch
         cols = tt.columns()
-        return batch.withColumns(
-            dict(zip(cols, advance_columns(tt, cols, frontier), strict=True))
-        )
+        return batch.withColumns(dict(zip(cols, advance_columns(tt, cols, frontier), strict=True)))
 
     def split_by_time(self, batch: DataFrame, tt: TimeType) -> list[tuple[Time, DataFrame]]:
         """The batch's updates per time: its distinct times (one collect, unless known), then
@@ -660,8 +714,9 @@ class SparkKernels:
             parts.append((t, self._known(batch.filter(at_times(cols, [t])), time_counts={t: n})))
         return parts
 
-    def split_complete(self, batches: Sequence[DataFrame], last_epoch: int
-                       ) -> tuple[DataFrame | None, list[DataFrame]]:
+    def split_complete(
+        self, batches: Sequence[DataFrame], last_epoch: int
+    ) -> tuple[DataFrame | None, list[DataFrame]]:
         """Split top-level batches into the updates at epochs ``<= last_epoch`` and the rest."""
         if not batches:
             return None, []
@@ -671,8 +726,10 @@ class SparkKernels:
             local = self.local_frame(allb)
             frame = self.to_polars(allb) if local is None else local
             ready_l, rest_l = self._local.split_complete([frame], last_epoch)
-            return (None if ready_l is None else self.from_polars(ready_l),
-                    [self.from_polars(r) for r in rest_l])
+            return (
+                None if ready_l is None else self.from_polars(ready_l),
+                [self.from_polars(r) for r in rest_l],
+            )
         epochs = [t[0] for t, _ in self.count_by_time(allb, _EPOCHS)]
         if not epochs:
             return None, []
@@ -682,10 +739,14 @@ class SparkKernels:
             return None, [allb]
         t0 = F.col("__t0")
         f = self.facts(allb).time_counts or {}
-        ready = self._known(allb.filter(t0 <= last_epoch),
-                            time_counts={t: n for t, n in f.items() if t[0] <= last_epoch})
-        rest = self._known(allb.filter(t0 > last_epoch),
-                           time_counts={t: n for t, n in f.items() if t[0] > last_epoch})
+        ready = self._known(
+            allb.filter(t0 <= last_epoch),
+            time_counts={t: n for t, n in f.items() if t[0] <= last_epoch},
+        )
+        rest = self._known(
+            allb.filter(t0 > last_epoch),
+            time_counts={t: n for t, n in f.items() if t[0] > last_epoch},
+        )
         return ready, [rest]
 
     # ------------------------------------------------------------------ arrangements
@@ -717,8 +778,14 @@ class SparkKernels:
             return out
         return self._persist(out)
 
-    def merge(self, batches: Sequence[DataFrame], tt: TimeType, since: Sequence[Time],
-              sums: Sequence[str] = (DIFF,), keys: Sequence[str] = ()) -> DataFrame:
+    def merge(
+        self,
+        batches: Sequence[DataFrame],
+        tt: TimeType,
+        since: Sequence[Time],
+        sums: Sequence[str] = (DIFF,),
+        keys: Sequence[str] = (),
+    ) -> DataFrame:
         """Merge arranged batches, advancing times to ``since`` and consolidating.
 
         A merge of few, small batches is deferred: the result is their union with the times
@@ -766,9 +833,16 @@ class SparkKernels:
 
     # ------------------------------------------------------------------ joins
 
-    def join_slice(self, delta: DataFrame, other: DataFrame, tt: TimeType,
-                   left_on: Sequence[str], right_on: Sequence[str], delta_is_left: bool,
-                   output: Sequence[tuple[str, str, str]]) -> DataFrame:
+    def join_slice(
+        self,
+        delta: DataFrame,
+        other: DataFrame,
+        tt: TimeType,
+        left_on: Sequence[str],
+        right_on: Sequence[str],
+        delta_is_left: bool,
+        output: Sequence[tuple[str, str, str]],
+    ) -> DataFrame:
         """Every pair of rows with equal keys: the output columns, the lub of the two times
         and the product of the diffs, joined where the data is (see the module docstring)."""
         left, right = (delta, other) if delta_is_left else (other, delta)
@@ -785,8 +859,9 @@ class SparkKernels:
         j = lsel.join(rsel.hint("shuffle_hash"), on=cond, how="inner")
         tcols = tt.columns()
         exprs = [F.col(f"__{side}_{c}").alias(name) for side, c, name in output]
-        exprs += join_columns(tt, [F.col(f"__l_{c}") for c in tcols],
-                              [F.col(f"__r_{c}") for c in tcols], tcols)
+        exprs += join_columns(
+            tt, [F.col(f"__l_{c}") for c in tcols], [F.col(f"__r_{c}") for c in tcols], tcols
+        )
         exprs.append((F.col(f"__l_{DIFF}") * F.col(f"__r_{DIFF}")).alias(DIFF))
         out = j.select(exprs)
         if empty:
@@ -804,8 +879,9 @@ class SparkKernels:
 
         return spark_reduce.without_keys(self, batch, keys)
 
-    def interesting_times(self, new: DataFrame, history: DataFrame, tt: TimeType,
-                          keys: Sequence[str]) -> list[tuple[Time, DataFrame]]:
+    def interesting_times(
+        self, new: DataFrame, history: DataFrame, tt: TimeType, keys: Sequence[str]
+    ) -> list[tuple[Time, DataFrame]]:
         from ddflow.kernels import spark_reduce
 
         return spark_reduce.interesting_times(self, new, history, tt, keys)
@@ -820,14 +896,21 @@ class SparkKernels:
 
         return spark_reduce.reduce_prepare(self, spec, batch, tt)
 
-    def reduce_evaluate(self, spec: Any, queries: DataFrame, history: DataFrame,
-                        out_history: DataFrame, tt: TimeType) -> DataFrame:
+    def reduce_evaluate(
+        self,
+        spec: Any,
+        queries: DataFrame,
+        history: DataFrame,
+        out_history: DataFrame,
+        tt: TimeType,
+    ) -> DataFrame:
         from ddflow.kernels import spark_reduce
 
         return spark_reduce.reduce_evaluate(self, spec, queries, history, out_history, tt)
 
-    def minmax_unchanged(self, spec: Any, new: DataFrame, out_history: DataFrame,
-                         tt: TimeType) -> DataFrame:
+    def minmax_unchanged(
+        self, spec: Any, new: DataFrame, out_history: DataFrame, tt: TimeType
+    ) -> DataFrame:
         from ddflow.kernels import spark_reduce
 
         return spark_reduce.minmax_unchanged(self, spec, new, out_history, tt)

@@ -102,8 +102,9 @@ def compile_spark(expr: Expr, schema: Schema, name: str | None = None) -> SparkC
     try:
         column = compiler.visit(expr)
     except NotImplementedError as e:
-        raise ExpressionError(f"the Spark runtime cannot compile {expr!r}: {e}",
-                              site=expr.site) from None
+        raise ExpressionError(
+            f"the Spark runtime cannot compile {expr!r}: {e}", site=expr.site
+        ) from None
     column = column.cast(output_dtype(expr, schema).spark_type_name)
     return SparkCompiled(name, column if name is None else column.alias(name))
 
@@ -233,8 +234,9 @@ def _polars_cast_udf(x: Column, source: pl.DataType, target: pl.DataType) -> Col
     return udf(x)
 
 
-def _polars_udf(fn: Callable[..., pl.Series], args: Sequence[tuple[Column, pl.DataType]],
-                target: pl.DataType) -> Column:
+def _polars_udf(
+    fn: Callable[..., pl.Series], args: Sequence[tuple[Column, pl.DataType]], target: pl.DataType
+) -> Column:
     """``fn`` of the arguments as Polars Series of their Polars types, on the executors."""
     spark_name = spark_type_name(target)
     out_type = arrow_type(spark_name)
@@ -360,8 +362,9 @@ class _SparkCompiler(ExprVisitor[Column]):
             if not _is_float(base_type):
                 base_type = pl.Float64()
             base = self._cast(left, base_type)
-            return _polars_udf(_pow, [(base, base_type), (self.visit(right), self.ptype(right))],
-                               dtype)
+            return _polars_udf(
+                _pow, [(base, base_type), (self.visit(right), self.ptype(right))], dtype
+            )
         a, b = self._operands(e, dtype)
         if _is_float(dtype):
             return self._float_divmod(op, a, b, dtype)
@@ -460,8 +463,10 @@ class _SparkCompiler(ExprVisitor[Column]):
     def _unary_float(self, e: Expr, fn: Callable[[Column], Column]) -> Column:
         dtype = self.ptype(e)
         x = self.visit(e.args[0]).cast("double")
-        return F.when(x.isNull(), F.lit(None).cast("double")).otherwise(fn(x)).cast(
-            spark_type_name(dtype)
+        return (
+            F.when(x.isNull(), F.lit(None).cast("double"))
+            .otherwise(fn(x))
+            .cast(spark_type_name(dtype))
         )
 
     def _f_is_null(self, e: Expr) -> Column:

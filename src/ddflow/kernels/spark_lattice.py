@@ -83,8 +83,9 @@ def le_column(tt: TimeType, a: Sequence[str], b: Sequence[str]) -> Column:
     return functools.reduce(operator.and_, [x <= y for x, y in zip(ca, cb, strict=True)])
 
 
-def join_columns(tt: TimeType, a: Sequence[Column], b: Sequence[Column],
-                 out: Sequence[str]) -> list[Column]:
+def join_columns(
+    tt: TimeType, a: Sequence[Column], b: Sequence[Column], out: Sequence[str]
+) -> list[Column]:
     """The least upper bound of times ``a`` and ``b``, as columns named ``out``."""
     ca, cb = _coordinates(tt, a), _coordinates(tt, b)
     return _flatten(tt, [F.greatest(x, y) for x, y in zip(ca, cb, strict=True)], out)
@@ -105,6 +106,8 @@ def advance_columns(tt: TimeType, cols: Sequence[str], frontier: Sequence[Time])
 def at_times(cols: Sequence[str], times: Sequence[Time]) -> Column:
     """The time in ``cols`` is one of ``times``."""
     return F.struct(*[F.col(c) for c in cols]).isin(
-        [F.struct(*[F.lit(v).cast("bigint").alias(c) for c, v in zip(cols, t, strict=True)])
-         for t in times]
+        [
+            F.struct(*[F.lit(v).cast("bigint").alias(c) for c, v in zip(cols, t, strict=True)])
+            for t in times
+        ]
     )

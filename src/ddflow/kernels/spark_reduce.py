@@ -78,9 +78,7 @@ def join_on(left: DataFrame, right: DataFrame, on: Sequence[str], how: str = "in
                 cond = cond & F.col(c).eqNullSafe(F.col(f"__j_{c}"))
         renamed = renamed.hint("shuffle_hash")
     else:
-        cond = functools.reduce(
-            operator.and_, [F.col(c).eqNullSafe(F.col(f"__j_{c}")) for c in on]
-        )
+        cond = functools.reduce(operator.and_, [F.col(c).eqNullSafe(F.col(f"__j_{c}")) for c in on])
     joined = left.join(renamed, on=cond, how=how)
     if how in ("left_semi", "left_anti"):
         return joined
@@ -102,8 +100,9 @@ def without_keys(k: SparkKernels, batch: DataFrame, keys: DataFrame) -> DataFram
 # ---------------------------------------------------------------------- interesting times
 
 
-def interesting_times(k: SparkKernels, new: DataFrame, history: DataFrame, tt: TimeType,
-                      keys: Sequence[str]) -> list[tuple[Time, DataFrame]]:
+def interesting_times(
+    k: SparkKernels, new: DataFrame, history: DataFrame, tt: TimeType, keys: Sequence[str]
+) -> list[tuple[Time, DataFrame]]:
     """Least upper bounds of subsets of each key's times that contain a new time."""
     jkeys = [KEY, *keys]
     tcols = tt.columns()
@@ -127,8 +126,10 @@ def interesting_times(k: SparkKernels, new: DataFrame, history: DataFrame, tt: T
         while True:
             lubs = (
                 join_on(delta, others, jkeys)
-                .select(*jkeys, *join_columns(tt, [F.col(c) for c in tcols],
-                                              [F.col(c) for c in ecols], tcols))
+                .select(
+                    *jkeys,
+                    *join_columns(tt, [F.col(c) for c in tcols], [F.col(c) for c in ecols], tcols),
+                )
                 .distinct()
             )
             delta = k._materialize(join_on(lubs, closed, cols, "left_anti"))
@@ -157,8 +158,9 @@ def _float_extreme(c: str, kind: str, dtype: str) -> Column:
     return F.coalesce(best, F.when(any_nan == 1, F.lit(float("nan")).cast(dtype)))
 
 
-def minmax_unchanged(k: SparkKernels, spec: ReduceSpec, new: DataFrame, out_history: DataFrame,
-                     tt: TimeType) -> DataFrame:
+def minmax_unchanged(
+    k: SparkKernels, spec: ReduceSpec, new: DataFrame, out_history: DataFrame, tt: TimeType
+) -> DataFrame:
     """New updates of a min/max-only aggregate that cannot change its output (see the local
     kernel): the returned ``(KEY, keys)`` are skipped."""
     jkeys = [KEY, *spec.keys]
@@ -169,13 +171,17 @@ def minmax_unchanged(k: SparkKernels, spec: ReduceSpec, new: DataFrame, out_hist
     mins = [(name, c) for name, kind, c in spec.aggs if kind == "min"]
     maxs = [(name, c) for name, kind, c in spec.aggs if kind == "max"]
     mcols = [f"__m{i}" for i in range(tt.width)]
-    g = new.groupBy(*jkeys).agg(
-        F.count(F.lit(1)).alias("__n"),
-        F.min((F.col(DIFF) > 0).cast("int")).alias("__pos"),
-        *[F.min(t).alias(m) for t, m in zip(tcols, mcols, strict=True)],
-        *[_float_extreme(c, "min", types[c]).alias(f"__lo_{name}") for name, c in mins],
-        *[_float_extreme(c, "max", types[c]).alias(f"__hi_{name}") for name, c in maxs],
-    ).filter(F.col("__pos") == 1)
+    g = (
+        new.groupBy(*jkeys)
+        .agg(
+            F.count(F.lit(1)).alias("__n"),
+            F.min((F.col(DIFF) > 0).cast("int")).alias("__pos"),
+            *[F.min(t).alias(m) for t, m in zip(tcols, mcols, strict=True)],
+            *[_float_extreme(c, "min", types[c]).alias(f"__lo_{name}") for name, c in mins],
+            *[_float_extreme(c, "max", types[c]).alias(f"__hi_{name}") for name, c in maxs],
+        )
+        .filter(F.col("__pos") == 1)
+    )
     outs = list(spec.outputs)
     o = join_on(out_history, g.select(*jkeys, *mcols), jkeys)
     before = functools.reduce(
@@ -224,9 +230,12 @@ def time_queries(k: SparkKernels, pending: dict[Time, list[DataFrame]], tt: Time
     for t, frames in pending.items():
         keys = k.concat(frames)
         counts.append(k.facts(keys).count if len(frames) == 1 else None)
-        parts.append(keys.select(
-            "*", *[F.lit(v).cast("bigint").alias(c) for c, v in zip(tt.columns(), t, strict=True)]
-        ))
+        parts.append(
+            keys.select(
+                "*",
+                *[F.lit(v).cast("bigint").alias(c) for c, v in zip(tt.columns(), t, strict=True)],
+            )
+        )
     if all(n is not None for n in counts):  # distinct already: one distinct frame per time
         queries = k._known(k.concat(parts), count=sum(n for n in counts if n is not None))
     else:
@@ -264,8 +273,14 @@ def reduce_prepare(k: SparkKernels, spec: ReduceSpec, batch: DataFrame, tt: Time
     return k._derived(batch.select(*spec.keys, *tt.columns(), DIFF, *ws), batch)
 
 
-def accumulate(history: DataFrame, queries: DataFrame, tt: TimeType, keys: Sequence[str],
-               values: Sequence[str], weights: Sequence[str] = ()) -> DataFrame:
+def accumulate(
+    history: DataFrame,
+    queries: DataFrame,
+    tt: TimeType,
+    keys: Sequence[str],
+    values: Sequence[str],
+    weights: Sequence[str] = (),
+) -> DataFrame:
     """For each query ``(keys, __q*)`` the accumulation of ``history`` at the query time:
     rows ``keys, __q*, values, __diff, weights`` without all-zero sums."""
     tcols = tt.columns()
@@ -283,8 +298,14 @@ def accumulate(history: DataFrame, queries: DataFrame, tt: TimeType, keys: Seque
 # ---------------------------------------------------------------------- evaluation
 
 
-def reduce_evaluate(k: SparkKernels, spec: ReduceSpec, queries: DataFrame, history: DataFrame,
-                    out_history: DataFrame, tt: TimeType) -> DataFrame:
+def reduce_evaluate(
+    k: SparkKernels,
+    spec: ReduceSpec,
+    queries: DataFrame,
+    history: DataFrame,
+    out_history: DataFrame,
+    tt: TimeType,
+) -> DataFrame:
     """Corrections to the output at the queried ``(key, time)`` pairs:
     rows ``KEY, keys, outputs, __t*, __diff``.
 
@@ -346,8 +367,14 @@ def _one() -> Column:
     return F.lit(1).cast("bigint").alias(DIFF)
 
 
-def _agg_weights(k: SparkKernels, spec: ReduceSpec, acc: DataFrame, keys: list[str],
-                 qcols: list[str], out_types: dict[str, str]) -> DataFrame:
+def _agg_weights(
+    k: SparkKernels,
+    spec: ReduceSpec,
+    acc: DataFrame,
+    keys: list[str],
+    qcols: list[str],
+    out_types: dict[str, str],
+) -> DataFrame:
     acc = acc.filter(F.col(DIFF) > 0)
     exprs = []
     for name, kind, c in spec.aggs:
@@ -361,8 +388,14 @@ def _agg_weights(k: SparkKernels, spec: ReduceSpec, acc: DataFrame, keys: list[s
     return acc.select(*keys, *qcols, *exprs, _one())
 
 
-def _agg(k: SparkKernels, spec: ReduceSpec, acc: DataFrame, keys: list[str], qcols: list[str],
-         out_types: dict[str, str]) -> DataFrame:
+def _agg(
+    k: SparkKernels,
+    spec: ReduceSpec,
+    acc: DataFrame,
+    keys: list[str],
+    qcols: list[str],
+    out_types: dict[str, str],
+) -> DataFrame:
     """Aggregates that need values. ``count``/``sum``/``mean`` are linear in the rows; ``min``
     and ``max`` of a column range over that column's values whose multiplicity in the group,
     summed over every row holding the value, is positive (as the local kernel)."""
@@ -384,40 +417,58 @@ def _agg(k: SparkKernels, spec: ReduceSpec, acc: DataFrame, keys: list[str], qco
     for name, kind, c in spec.aggs:
         if kind in ("min", "max"):
             assert c is not None
-            present = (acc.groupBy(*group, c).agg(F.sum(DIFF).alias(DIFF))
-                       .filter(F.col(DIFF) > 0))
+            present = acc.groupBy(*group, c).agg(F.sum(DIFF).alias(DIFF)).filter(F.col(DIFF) > 0)
             pick = _float_extreme(c, kind, types[c]).cast(out_types[name]).alias(name)
             out = join_on(out, present.groupBy(*group).agg(pick), group, "left")
     return out.select(*group, *spec.outputs, _one())
 
 
-def _distinct(k: SparkKernels, spec: ReduceSpec, acc: DataFrame, keys: list[str],
-              qcols: list[str], out_types: dict[str, str]) -> DataFrame:
+def _distinct(
+    k: SparkKernels,
+    spec: ReduceSpec,
+    acc: DataFrame,
+    keys: list[str],
+    qcols: list[str],
+    out_types: dict[str, str],
+) -> DataFrame:
     return acc.filter(F.col(DIFF) > 0).select(*keys, *qcols, _one())
 
 
-def _threshold(k: SparkKernels, spec: ReduceSpec, acc: DataFrame, keys: list[str],
-               qcols: list[str], out_types: dict[str, str]) -> DataFrame:
+def _threshold(
+    k: SparkKernels,
+    spec: ReduceSpec,
+    acc: DataFrame,
+    keys: list[str],
+    qcols: list[str],
+    out_types: dict[str, str],
+) -> DataFrame:
     assert spec.fn is not None
     k.jobs += 1
     counts = [int(r[0]) for r in acc.select(DIFF).distinct().collect()]
     if not counts:
         return acc.select(*keys, *qcols, DIFF)
-    mapping = F.create_map(
-        *[F.lit(x).cast("bigint") for c in counts for x in (c, int(spec.fn(c)))]
-    )
+    mapping = F.create_map(*[F.lit(x).cast("bigint") for c in counts for x in (c, int(spec.fn(c)))])
     out = acc.withColumn(DIFF, mapping[F.col(DIFF)].cast("bigint"))
     return out.filter(F.col(DIFF) != 0).select(*keys, *qcols, DIFF)
 
 
-def _reduce(k: SparkKernels, spec: ReduceSpec, acc: DataFrame, keys: list[str],
-            qcols: list[str], out_types: dict[str, str]) -> DataFrame:
+def _reduce(
+    k: SparkKernels,
+    spec: ReduceSpec,
+    acc: DataFrame,
+    keys: list[str],
+    qcols: list[str],
+    out_types: dict[str, str],
+) -> DataFrame:
     """``fn(key, group)`` in Python on the executors: the local group function on the
     groups of each partition (all rows of a group are in one partition)."""
     gcols = [*keys, *qcols]
     in_schema = k.polars_schema(acc)
-    out_schema = {**{c: in_schema[c] for c in gcols},
-                  **{n: spec.out_types[n] for n in spec.outputs}, DIFF: pl.Int64()}
+    out_schema = {
+        **{c: in_schema[c] for c in gcols},
+        **{n: spec.out_types[n] for n in spec.outputs},
+        DIFF: pl.Int64(),
+    }
     out_struct = k.struct(out_schema)
     target = pa.schema([(f.name, arrow_type(f.dataType.simpleString())) for f in out_struct])
     local_group = LOCAL_GROUP_FUNCTIONS["reduce"]

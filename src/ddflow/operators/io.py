@@ -59,8 +59,9 @@ class OutputOp(Operator):
 
     name = "output"
 
-    def __init__(self, kernels: Any, on_epoch: Callable[[int, Any], None],
-                 last_epoch: Callable[[], int]) -> None:
+    def __init__(
+        self, kernels: Any, on_epoch: Callable[[int, Any], None], last_epoch: Callable[[], int]
+    ) -> None:
         super().__init__([EPOCHS], [])
         self.kernels = kernels
         self.on_epoch = on_epoch

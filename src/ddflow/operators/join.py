@@ -40,10 +40,16 @@ class Arranger:
     as of a ``concat`` of stateless nodes before the arrangement (see :mod:`ddflow.build`).
     """
 
-    def __init__(self, tt: TimeType, kernels: Any, keys: Sequence[str], empty: Any,
-                 prepare: Callable[[Any], Any] | None = None,
-                 sums: Sequence[str] = ("__diff",),
-                 fns: Sequence[Callable[[Any], Any] | None] = (None,)) -> None:
+    def __init__(
+        self,
+        tt: TimeType,
+        kernels: Any,
+        keys: Sequence[str],
+        empty: Any,
+        prepare: Callable[[Any], Any] | None = None,
+        sums: Sequence[str] = ("__diff",),
+        fns: Sequence[Callable[[Any], Any] | None] = (None,),
+    ) -> None:
         self.fns = list(fns)
         self.kernels = kernels
         self.keys = list(keys)
@@ -116,9 +122,16 @@ class JoinOp(Operator):
     name = "join"
     frontier_on_demand = True
 
-    def __init__(self, tt: TimeType, kernels: Any, left: Spine, right: Spine,
-                 left_on: Sequence[str], right_on: Sequence[str],
-                 output: Sequence[tuple[str, str, str]]) -> None:
+    def __init__(
+        self,
+        tt: TimeType,
+        kernels: Any,
+        left: Spine,
+        right: Spine,
+        left_on: Sequence[str],
+        right_on: Sequence[str],
+        output: Sequence[tuple[str, str, str]],
+    ) -> None:
         super().__init__([tt, tt], [tt])
         self.kernels = kernels
         self.tt = tt
@@ -150,8 +163,9 @@ class JoinOp(Operator):
                 parts = [self.left.lookup(codes, skip=held, within=True)]
                 parts += [k.negate(k.lookup(dl, codes)) for dl in merged]
                 other = k.concat(parts)
-                out = k.join_slice(dr, other, self.tt, self.left_on, self.right_on, False,
-                                   self.output)
+                out = k.join_slice(
+                    dr, other, self.tt, self.left_on, self.right_on, False, self.output
+                )
                 if not k.is_empty(out):
                     self.send(0, t, out)
         self.left_handle.set_since(self.frontier(1))

@@ -80,9 +80,16 @@ class ConsolidateOp(Operator):
 
     frontier_merged = True  # (it reads input_frontier alone)
 
-    def __init__(self, name: str, tt: TimeType, kernels: Any, ports: int,
-                 negate: Sequence[int] = (), increment: bool = False,
-                 limit: int | None = None) -> None:
+    def __init__(
+        self,
+        name: str,
+        tt: TimeType,
+        kernels: Any,
+        ports: int,
+        negate: Sequence[int] = (),
+        increment: bool = False,
+        limit: int | None = None,
+    ) -> None:
         summary = Summary.increment(tt, 1) if increment else Summary.identity(tt)
         super().__init__([tt] * ports, [tt], {(i, 0): summary for i in range(ports)})
         self.name = name

@@ -73,9 +73,16 @@ class ReduceSpec:
     out_types: dict[str, Any] = field(default_factory=dict)
 
     @staticmethod
-    def of(kind: str, keys: Sequence[str], *, aggs: Sequence[tuple[str, str, str | None]] = (),
-           fn: Callable[..., Any] | None = None, values: Sequence[str] = (),
-           outputs: Sequence[str] = (), out_types: dict[str, Any] | None = None) -> ReduceSpec:
+    def of(
+        kind: str,
+        keys: Sequence[str],
+        *,
+        aggs: Sequence[tuple[str, str, str | None]] = (),
+        fn: Callable[..., Any] | None = None,
+        values: Sequence[str] = (),
+        outputs: Sequence[str] = (),
+        out_types: dict[str, Any] | None = None,
+    ) -> ReduceSpec:
         aggs = tuple(aggs)
         weights: tuple[str, ...] = ()
         if kind == "agg":
@@ -86,8 +93,16 @@ class ReduceSpec:
                 values = ()
             else:
                 values = tuple(sorted({c for _, _, c in aggs if c is not None}))
-        return ReduceSpec(kind, tuple(keys), tuple(values), weights, tuple(outputs), aggs, fn,
-                          dict(out_types or {}))
+        return ReduceSpec(
+            kind,
+            tuple(keys),
+            tuple(values),
+            weights,
+            tuple(outputs),
+            aggs,
+            fn,
+            dict(out_types or {}),
+        )
 
     @property
     def minmax_only(self) -> bool:
@@ -101,8 +116,9 @@ class ReduceOp(Operator):
     name = "reduce"
     frontier_merged = True
 
-    def __init__(self, tt: TimeType, kernels: Any, arranger: Arranger, spec: ReduceSpec,
-                 output_empty: Any) -> None:
+    def __init__(
+        self, tt: TimeType, kernels: Any, arranger: Arranger, spec: ReduceSpec, output_empty: Any
+    ) -> None:
         super().__init__([tt] * len(arranger.fns), [tt])
         self.tt = tt
         self.kernels = kernels
@@ -121,8 +137,9 @@ class ReduceOp(Operator):
         #: keys whose new updates were seen not to change a min/max (no group rebuilt)
         self.skipped = 0
         #: read the input through batch indexes where the runtime has them (see _history)
-        self.indexed = (spec.minmax_only and len(spec.aggs) == 1 and len(spec.keys) == 1
-                        and tt.is_product)
+        self.indexed = (
+            spec.minmax_only and len(spec.aggs) == 1 and len(spec.keys) == 1 and tt.is_product
+        )
         #: what was read of each arrangement, kept while the arrangement only grows by the
         #: batches this operator sees: name -> (key codes, updates, the arrangement's counts
         #: of inserted batches and of merges when read)
@@ -173,8 +190,11 @@ class ReduceOp(Operator):
         queries = k.time_queries({t: self.pending.pop(t) for t in ready}, tt)
         self.evaluated += k.height(queries)
         keyset = k.key_set(queries)
-        slices = (k.evaluation_slices(queries, keyset, self.input.parts())
-                  if hasattr(k, "evaluation_slices") else None)
+        slices = (
+            k.evaluation_slices(queries, keyset, self.input.parts())
+            if hasattr(k, "evaluation_slices")
+            else None
+        )
         if slices is None:
             result = self._evaluate(queries, keyset)
         else:  # (ranges of keys, each read and evaluated alone: see evaluation_slices)
@@ -199,8 +219,7 @@ class ReduceOp(Operator):
         if self.spec.minmax_only:
             # an insertion above the min (below the max) changes nothing: skip its group
             unchanged = k.minmax_unchanged
-        elif (self.spec.kind == "distinct" and hasattr(k, "distinct_unchanged")
-              and len(self.output)):
+        elif self.spec.kind == "distinct" and hasattr(k, "distinct_unchanged") and len(self.output):
             # an insertion of a record present at every later time changes nothing
             unchanged = k.distinct_unchanged
         if unchanged is not None:
@@ -214,8 +233,7 @@ class ReduceOp(Operator):
             self.skipped += k.height(skip)
             new = k.without_keys(new, skip)
         if k.height(new):
-            if (hasattr(k, "trace_before")
-                    and k.trace_before(self.input.parts(), new, self.tt)):
+            if hasattr(k, "trace_before") and k.trace_before(self.input.parts(), new, self.tt):
                 history = self.input.empty  # (no update can lift a new time: none is read)
             else:
                 history = self._history(k.key_set(new))
@@ -225,8 +243,9 @@ class ReduceOp(Operator):
 
     def _evaluate(self, queries: Any, keyset: Any) -> Any:
         """The output corrections at the queried ``(key, time)`` pairs of the keys ``keyset``."""
-        return self.kernels.reduce_evaluate(self.spec, queries, self._history(keyset),
-                                            self._output_of(keyset), self.tt)
+        return self.kernels.reduce_evaluate(
+            self.spec, queries, self._history(keyset), self._output_of(keyset), self.tt
+        )
 
     def _history(self, keyset: Any) -> Any:
         """The input updates of the keys: for a single min/max in a product order, through
@@ -320,8 +339,9 @@ class ReduceOp(Operator):
         inside = [c for c in want if c in held]
         if not inside:
             return None, keyset
-        known = data if len(inside) == len(have) else k.keys_in(
-            data, np.array(inside, dtype=np.int64))
+        known = (
+            data if len(inside) == len(have) else k.keys_in(data, np.array(inside, dtype=np.int64))
+        )
         if len(inside) == len(want):
             return known, None
         return known, np.array([c for c in want if c not in held], dtype=np.int64)
@@ -359,9 +379,14 @@ class ReduceOp(Operator):
         if kept is None:
             return
         keyset, data, (inserted, reshaped) = kept
-        if spine.inserted != inserted + len(added) or (spine.reshaped != reshaped and (
-                (_count(keyset) or 0) > SMALL_KEYS or self._rows(data) > self.THROUGH_ROWS
-                or (hasattr(data, "indexed") and not _holds_all(spine, data)))):
+        if spine.inserted != inserted + len(added) or (
+            spine.reshaped != reshaped
+            and (
+                (_count(keyset) or 0) > SMALL_KEYS
+                or self._rows(data) > self.THROUGH_ROWS
+                or (hasattr(data, "indexed") and not _holds_all(spine, data))
+            )
+        ):
             del self._read[what]
             return
         if not added:

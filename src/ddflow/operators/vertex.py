@@ -26,8 +26,9 @@ __all__ = ["VertexOp"]
 class VertexOp(Operator):
     name = "vertex"
 
-    def __init__(self, vertex: Vertex, tt: TimeType, n_inputs: int, outputs: Sequence[Schema],
-                 kernels: Any) -> None:
+    def __init__(
+        self, vertex: Vertex, tt: TimeType, n_inputs: int, outputs: Sequence[Schema], kernels: Any
+    ) -> None:
         super().__init__([tt] * n_inputs, [tt] * len(outputs))
         self.vertex = vertex
         self.tt = tt
@@ -65,8 +66,9 @@ class VertexOp(Operator):
         if self.current is None:
             raise TimelyError(f"{what} called outside on_recv/on_notify")
         if len(time) != self.tt.width:
-            raise TimelyError(f"{what} at {time}: times in this scope have {self.tt.width} "
-                              "coordinates")
+            raise TimelyError(
+                f"{what} at {time}: times in this scope have {self.tt.width} coordinates"
+            )
         if not self.tt.less_equal(self.current, time):
             raise TimelyError(
                 f"{what} at time {time}, earlier than the event being handled at {self.current}"
@@ -75,14 +77,19 @@ class VertexOp(Operator):
     def vertex_send(self, edge: int, batch: Any, time: Time) -> None:
         self._check("send_by", time)
         if not 0 <= edge < len(self.out_schemas):
-            raise TimelyError(f"send_by on output {edge}: the vertex has "
-                              f"{len(self.out_schemas)} outputs")
+            raise TimelyError(
+                f"send_by on output {edge}: the vertex has {len(self.out_schemas)} outputs"
+            )
         schema = self.out_schemas[edge]
         frame = _to_frame(batch, schema)
         if frame.height == 0:
             return
-        out = frame.with_columns([pl.lit(v, dtype=pl.Int64).alias(c)
-                                  for c, v in zip(self.tt.columns(), time, strict=True)])
+        out = frame.with_columns(
+            [
+                pl.lit(v, dtype=pl.Int64).alias(c)
+                for c, v in zip(self.tt.columns(), time, strict=True)
+            ]
+        )
         out = out.select([*schema.names, *self.tt.columns(), DIFF])
         self.send(edge, time, self.kernels.from_polars(out))
 

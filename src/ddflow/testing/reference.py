@@ -41,9 +41,9 @@ if TYPE_CHECKING:
 __all__ = ["ReferenceError", "accumulate", "frame_to_counter", "reference"]
 
 
-
-def reference(flow: Dataflow,
-              inputs: Mapping[str, Mapping[tuple[Any, ...], int]]) -> dict[Output, Counter]:
+def reference(
+    flow: Dataflow, inputs: Mapping[str, Mapping[tuple[Any, ...], int]]
+) -> dict[Output, Counter]:
     """Evaluate every output of ``flow`` from scratch on the given input collections."""
     interp = _Interpreter(flow, inputs)
     return {o: interp.value(o.node.inputs[0], {}) for o in flow.outputs}
@@ -80,8 +80,16 @@ class _Interpreter:
         self.tokens = itertools.count()
 
     def value(self, node: Node, env: dict[int, Counter]) -> Counter:
-        key = (node.id, tuple(sorted((k, v[0]) for k, v in env.items()
-                                     if _scope_of_var(self.flow, k).contains(node.scope))))
+        key = (
+            node.id,
+            tuple(
+                sorted(
+                    (k, v[0])
+                    for k, v in env.items()
+                    if _scope_of_var(self.flow, k).contains(node.scope)
+                )
+            ),
+        )
         got = self.memo.get(key)
         if got is None:
             got = _clean(getattr(self, f"_{node.op}")(node, env))
@@ -107,11 +115,14 @@ class _Interpreter:
             return Counter({r: m for r, m in src.items() if keep(r) is True})
         named: dict[str, Expr] = dict(
             item if isinstance(item, tuple) else (item.output_name(), item)
-            for item in node.params["exprs"])
+            for item in node.params["exprs"]
+        )
         given = {name: evaluator(e, schema) for name, e in named.items()}
         where = {name: i for i, name in enumerate(schema.names)}
-        columns = [given[name] if name in given else (lambda r, i=where[name]: r[i])
-                   for name in node.schema.names]
+        columns = [
+            given[name] if name in given else (lambda r, i=where[name]: r[i])
+            for name in node.schema.names
+        ]
         out: Counter = Counter()
         for r, m in src.items():
             out[_canonical(tuple(f(r) for f in columns))] += m
@@ -186,8 +197,9 @@ class _Interpreter:
             key = tuple(r[i] for i in ri)
             if None not in key:  # a null join key matches nothing (as in SQL)
                 index[key].append((r, m))
-        picks = [(side, (ln if side == "l" else rn).index(c))
-                 for side, c, _ in node.params["output"]]
+        picks = [
+            (side, (ln if side == "l" else rn).index(c)) for side, c, _ in node.params["output"]
+        ]
         out: Counter = Counter()
         for lrec, lm in left.items():
             for rrec, rm in index.get(tuple(lrec[i] for i in li), ()):
@@ -224,8 +236,7 @@ class _Interpreter:
                     elif agg == "sum":  # nulls skipped
                         vals.append(sum(r[ci] * m for r, m in rows if r[ci] is not None))
                     elif agg == "mean":  # the sum (nulls skipped) over the count of all rows
-                        vals.append(sum(r[ci] * m for r, m in rows if r[ci] is not None)
-                                    / total)
+                        vals.append(sum(r[ci] * m for r, m in rows if r[ci] is not None) / total)
                     else:
                         # over the column's values whose multiplicity in the group is positive
                         per_value: Counter = Counter()
@@ -242,8 +253,10 @@ class _Interpreter:
         vi = [names.index(v) for v in node.params["values"]]
         for key, rows in groups.items():
             # sorted by value, nulls first
-            group = sorted(((tuple(r[i] for i in vi), m) for r, m in rows if m > 0),
-                           key=lambda vm: tuple((v is not None, v) for v in vm[0]))
+            group = sorted(
+                ((tuple(r[i] for i in vi), m) for r, m in rows if m > 0),
+                key=lambda vm: tuple((v is not None, v) for v in vm[0]),
+            )
             if not group:
                 continue
             for o in fn(key if len(keys) != 1 else key[0], group):
@@ -259,8 +272,10 @@ class _Interpreter:
         return env[node.id][1]
 
     def _feedback(self, node: Node, env: dict[int, Counter]) -> Counter:  # pragma: no cover
-        raise ReferenceError("feedback nodes are evaluated through their loop's leave "
-                             "(ddflow.testing.loops.fixed_point)")
+        raise ReferenceError(
+            "feedback nodes are evaluated through their loop's leave "
+            "(ddflow.testing.loops.fixed_point)"
+        )
 
     def _leave(self, node: Node, env: dict[int, Counter]) -> Counter:
         """The loop's egress at the enclosing scope's time that ``env`` describes: the sum of
@@ -276,8 +291,9 @@ class _Interpreter:
         def body(x: Counter) -> Counter:
             return self.value(result, {**env, variable.id: (next(self.tokens), x)})
 
-        priorities = (None if entered.params.get("priority") is None
-                      else self._priorities(entered, source))
+        priorities = (
+            None if entered.params.get("priority") is None else self._priorities(entered, source)
+        )
         return fixed_point(body, ingress(source, priorities), feedback.params["max_iterations"])
 
     def _priorities(self, entered: Node, source: Counter) -> dict[tuple[Any, ...], int]:

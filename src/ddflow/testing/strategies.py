@@ -201,8 +201,9 @@ def values(dtype: str | DType, extremes: bool = True) -> st.SearchStrategy[Any]:
     return st.one_of(branches).map(_canonical)
 
 
-def records(schema: Mapping[str, Any] | Schema, extremes: bool = True
-            ) -> st.SearchStrategy[tuple[Any, ...]]:
+def records(
+    schema: Mapping[str, Any] | Schema, extremes: bool = True
+) -> st.SearchStrategy[tuple[Any, ...]]:
     """Records (tuples in column order) of a schema, each column drawn with :func:`values`.
 
     >>> from hypothesis import given, settings
@@ -219,10 +220,13 @@ def records(schema: Mapping[str, Any] | Schema, extremes: bool = True
 RecordsOrSchemas = Mapping[str, "st.SearchStrategy[tuple[Any, ...]] | Mapping[str, Any] | Schema"]
 
 
-def _record_strategies(inputs: RecordsOrSchemas, extremes: bool
-                       ) -> dict[str, st.SearchStrategy[tuple[Any, ...]]]:
-    return {name: s if isinstance(s, st.SearchStrategy) else records(s, extremes)
-            for name, s in inputs.items()}
+def _record_strategies(
+    inputs: RecordsOrSchemas, extremes: bool
+) -> dict[str, st.SearchStrategy[tuple[Any, ...]]]:
+    return {
+        name: s if isinstance(s, st.SearchStrategy) else records(s, extremes)
+        for name, s in inputs.items()
+    }
 
 
 #: the diffs of new updates: mostly +1, sometimes -1 (a retraction of a record never inserted,
@@ -236,8 +240,13 @@ SIGNED_INPUTS = "signed" in inspect.signature(dd.Dataflow.input).parameters
 
 
 @st.composite
-def _streams(draw: st.DrawFn, recs: dict[str, st.SearchStrategy[tuple[Any, ...]]],
-             max_epochs: int, max_updates: int, signed: frozenset[str]) -> Stream:
+def _streams(
+    draw: st.DrawFn,
+    recs: dict[str, st.SearchStrategy[tuple[Any, ...]]],
+    max_epochs: int,
+    max_updates: int,
+    signed: frozenset[str],
+) -> Stream:
     names = sorted(recs)
     seen: list[tuple[str, tuple[Any, ...]]] = []
     # each record's multiplicity so far, the open epoch's changes included: an unsigned input's
@@ -281,9 +290,13 @@ def _signed_names(inputs: Mapping[str, Any], signed: bool | Iterable[str]) -> fr
     return frozenset() if signed is False else frozenset(signed)  # type: ignore[arg-type]
 
 
-def streams(inputs: RecordsOrSchemas, max_epochs: int = 5, max_updates: int = 6,
-            extremes: bool = True, signed: bool | Iterable[str] = False
-            ) -> st.SearchStrategy[Stream]:
+def streams(
+    inputs: RecordsOrSchemas,
+    max_epochs: int = 5,
+    max_updates: int = 6,
+    extremes: bool = True,
+    signed: bool | Iterable[str] = False,
+) -> st.SearchStrategy[Stream]:
     """Streams of updates to the named inputs: a list of at least one epoch, each a list of at
     most ``max_updates`` updates ``(input_name, record, diff)``.
 
@@ -303,8 +316,9 @@ def streams(inputs: RecordsOrSchemas, max_epochs: int = 5, max_updates: int = 6,
     ...     assert all(n == "xs" and d in (-2, -1, 1, 2) for e in stream for n, _, d in e)
     >>> test()
     """
-    return _streams(_record_strategies(inputs, extremes), max_epochs, max_updates,
-                    _signed_names(inputs, signed))
+    return _streams(
+        _record_strategies(inputs, extremes), max_epochs, max_updates, _signed_names(inputs, signed)
+    )
 
 
 def run_points(epochs: int) -> st.SearchStrategy[set[int]]:
@@ -322,10 +336,14 @@ def run_points(epochs: int) -> st.SearchStrategy[set[int]]:
 
 
 @st.composite
-def streams_and_run_points(draw: st.DrawFn, inputs: RecordsOrSchemas, max_epochs: int = 5,
-                           max_updates: int = 6, extremes: bool = True,
-                           signed: bool | Iterable[str] = False
-                           ) -> tuple[Stream, set[int]]:
+def streams_and_run_points(
+    draw: st.DrawFn,
+    inputs: RecordsOrSchemas,
+    max_epochs: int = 5,
+    max_updates: int = 6,
+    extremes: bool = True,
+    signed: bool | Iterable[str] = False,
+) -> tuple[Stream, set[int]]:
     """A stream (:func:`streams`) and the epochs after which to ``run()`` (:func:`run_points`).
 
     >>> from hypothesis import given, settings
@@ -504,8 +522,7 @@ class OddValues:
     [('b',)]
     """
 
-    def __call__(self, key: Any, group: list[tuple[tuple[Any, ...], int]]
-                 ) -> list[tuple[Any, ...]]:
+    def __call__(self, key: Any, group: list[tuple[tuple[Any, ...], int]]) -> list[tuple[Any, ...]]:
         return [vals for vals, m in group if m % 2 == 1]
 
     def __repr__(self) -> str:
@@ -575,9 +592,21 @@ class Abs:
         return "Abs()"
 
 
-_HELPERS: dict[str, Any] = {c.__name__: c for c in (
-    MapColumns, FlatMapColumns, GroupSize, DistinctValues, LeastValue, OddValues, Clamp, Scale,
-    Halve, Abs)}
+_HELPERS: dict[str, Any] = {
+    c.__name__: c
+    for c in (
+        MapColumns,
+        FlatMapColumns,
+        GroupSize,
+        DistinctValues,
+        LeastValue,
+        OddValues,
+        Clamp,
+        Scale,
+        Halve,
+        Abs,
+    )
+}
 
 
 # ---------------------------------------------------------------------- plans
@@ -607,8 +636,7 @@ class Plan:
     extremes: bool = True
     signed: frozenset[str] = frozenset()
 
-    def build(self, flow: dd.Dataflow
-              ) -> tuple[dict[str, dd.InputCollection], list[dd.Collection]]:
+    def build(self, flow: dd.Dataflow) -> tuple[dict[str, dd.InputCollection], list[dd.Collection]]:
         """Create the plan's inputs and collections on ``flow``; returns the inputs by name
         and the collections to output (call ``.output()`` on them)."""
         namespace: dict[str, Any] = {"dd": dd, "datetime": datetime, **_HELPERS}
@@ -620,12 +648,14 @@ class Plan:
         """Streams of updates to the plan's inputs (:func:`streams`)."""
         return streams(self.schemas, max_epochs, max_updates, self.extremes, self.signed)
 
-    def streams_and_run_points(self, max_epochs: int = 4, max_updates: int = 6
-                               ) -> st.SearchStrategy[tuple[Stream, set[int]]]:
+    def streams_and_run_points(
+        self, max_epochs: int = 4, max_updates: int = 6
+    ) -> st.SearchStrategy[tuple[Stream, set[int]]]:
         """Streams of updates to the plan's inputs and run points
         (:func:`streams_and_run_points`)."""
-        return streams_and_run_points(self.schemas, max_epochs, max_updates, self.extremes,
-                                      self.signed)
+        return streams_and_run_points(
+            self.schemas, max_epochs, max_updates, self.extremes, self.signed
+        )
 
     def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
         # Hypothesis (and IPython) print dataclasses field by field; a plan prints as its code
@@ -646,8 +676,17 @@ _NAMES = ["k", "v", "w", "u", "z"]
 #: whose bodies may grow them (to ``_LOOP_BITS``), so that neither a multiplicity nor a
 #: ``sum`` of ``int32`` values weighted by one overflows an int64.
 _INPUT_BITS, _MAX_BITS, _CLAMP_BITS, _LOOP_BITS = 10, 24, 12, 12
-_TYPE_WEIGHTS = ["int64"] * 4 + ["int32", "float64", "float64", "float32", "bool", "str",
-                                 "str", "date", "datetime"]
+_TYPE_WEIGHTS = ["int64"] * 4 + [
+    "int32",
+    "float64",
+    "float64",
+    "float32",
+    "bool",
+    "str",
+    "str",
+    "date",
+    "datetime",
+]
 
 
 @st.composite
@@ -655,13 +694,23 @@ def _schema(draw: st.DrawFn) -> dict[str, str]:
     n = draw(st.integers(1, 4))
     first = draw(st.sampled_from(["int64", "int64", "int32", "str", "float64"]))
     types = [first] + [draw(st.sampled_from(_TYPE_WEIGHTS)) for _ in range(n - 1)]
-    return {name: t + ("?" if draw(st.integers(0, 2)) == 0 else "")
-            for name, t in zip(_NAMES, types, strict=False)}
+    return {
+        name: t + ("?" if draw(st.integers(0, 2)) == 0 else "")
+        for name, t in zip(_NAMES, types, strict=False)
+    }
 
 
-def plans(max_inputs: int = 3, max_ops: int = 6, max_depth: int = 3, loops: bool = True,
-          extremes: bool = True, spark: bool = False, max_outputs: int = 3, min_loops: int = 0,
-          gaps: bool = False) -> st.SearchStrategy[Plan]:
+def plans(
+    max_inputs: int = 3,
+    max_ops: int = 6,
+    max_depth: int = 3,
+    loops: bool = True,
+    extremes: bool = True,
+    spark: bool = False,
+    max_outputs: int = 3,
+    min_loops: int = 0,
+    gaps: bool = False,
+) -> st.SearchStrategy[Plan]:
     """Random dataflows (:class:`Plan`) built with the public API.
 
     A plan has up to ``max_inputs`` inputs of random schemas (every ddflow type, nullable or
@@ -696,14 +745,21 @@ def plans(max_inputs: int = 3, max_ops: int = 6, max_depth: int = 3, loops: bool
     ...     assert "def build(flow):" in repr(plan)
     >>> test()
     """
-    options = _Options(max_ops, max_depth if loops else 0, extremes, spark,
-                       min_loops if loops else 0, gaps)
+    options = _Options(
+        max_ops, max_depth if loops else 0, extremes, spark, min_loops if loops else 0, gaps
+    )
     return _plans(max_inputs, max_outputs, options)
 
 
 #: a non-null value of each kind, to fill the nulls a loop body may make (see ``_op_iterate``)
-_FILLERS = {"int": "0", "float": "0.0", "bool": "False", "str": "''",
-            "date": "datetime.date(2000, 1, 1)", "datetime": "datetime.datetime(2000, 1, 1)"}
+_FILLERS = {
+    "int": "0",
+    "float": "0.0",
+    "bool": "False",
+    "str": "''",
+    "date": "datetime.date(2000, 1, 1)",
+    "datetime": "datetime.datetime(2000, 1, 1)",
+}
 
 
 @dataclass(frozen=True)
@@ -777,8 +833,16 @@ _LITERALS: dict[str, list[str]] = {
     "date": ["datetime.date(2000, 1, 1)", "datetime.date(1999, 12, 31)"],
     "datetime": ["datetime.datetime(2000, 1, 1, 12, 30)", "datetime.datetime(2000, 1, 1)"],
 }
-_KIND_OF = {"int64": "int", "int32": "int", "float64": "float", "float32": "float",
-            "bool": "bool", "str": "str", "date": "date", "datetime": "datetime"}
+_KIND_OF = {
+    "int64": "int",
+    "int32": "int",
+    "float64": "float",
+    "float32": "float",
+    "bool": "bool",
+    "str": "str",
+    "date": "date",
+    "datetime": "datetime",
+}
 
 
 class _Generator:
@@ -810,8 +874,16 @@ class _Generator:
         self._emit(f"{target} = {code}")
         return self.env[target]
 
-    def _new(self, code: str, neg: frozenset[int] | None, conv: frozenset[int],
-             bounded: Iterable[str] = (), prefix: str = "c", *, bits: int) -> _Item:
+    def _new(
+        self,
+        code: str,
+        neg: frozenset[int] | None,
+        conv: frozenset[int],
+        bounded: Iterable[str] = (),
+        prefix: str = "c",
+        *,
+        bits: int,
+    ) -> _Item:
         """A new collection made by ``code``; one whose multiplicities could outgrow
         :data:`_MAX_BITS` is clamped (a ``threshold``) so that none overflows an int64."""
         name = f"{prefix}{next(self.counter)}"
@@ -828,8 +900,9 @@ class _Generator:
         if item.bits <= bits:
             return item
         m = 2 ** (bits - 1)
-        return self._new(f"{item.name}.threshold(Clamp({-m}, {m}))", item.neg, item.conv,
-                         item.bounded, bits=bits)
+        return self._new(
+            f"{item.name}.threshold(Clamp({-m}, {m}))", item.neg, item.conv, item.bounded, bits=bits
+        )
 
     def _visible(self) -> list[_Item]:
         return [i for frame in self.frames for i in frame]
@@ -846,8 +919,9 @@ class _Generator:
 
     # ------------------------------------------------------------------ the plan
 
-    def plan(self, schemas: dict[str, dict[str, str]], signed: frozenset[str],
-             max_outputs: int) -> Plan:
+    def plan(
+        self, schemas: dict[str, dict[str, str]], signed: frozenset[str], max_outputs: int
+    ) -> Plan:
         self.env["flow"] = self.flow
         for name, schema in schemas.items():
             signs = ", signed=True" if name in signed and SIGNED_INPUTS else ""
@@ -855,26 +929,49 @@ class _Generator:
             tame = not self.opt.extremes
             bounded = [c for c, t in coll.schema.items() if t.kind == "int" and tame]
             neg = None if name in signed else frozenset()
-            self.frames[0].append(_Item(name, coll, neg, frozenset(), frozenset(bounded),
-                                        _INPUT_BITS))
+            self.frames[0].append(
+                _Item(name, coll, neg, frozenset(), frozenset(bounded), _INPUT_BITS)
+            )
         n = self.draw(st.integers(1, self.opt.max_ops))
         for i in range(max(n, self.opt.min_loops)):
             self._operation(loop=i >= n - self.opt.min_loops and self.loops < self.opt.min_loops)
         top = self.frames[0]
         # the collections nothing else reads first, so that every operation reaches an output
-        sinks = [i for i in top
-                 if not any(re.search(rf"\b{i.name}\b", line)
-                            for line in self.lines[self._defined[i.name] + 1:])]
+        sinks = [
+            i
+            for i in top
+            if not any(
+                re.search(rf"\b{i.name}\b", line)
+                for line in self.lines[self._defined[i.name] + 1 :]
+            )
+        ]
         others = [i for i in top[::-1] if i not in sinks]
-        outs = (sinks[::-1] + others)[:self.draw(st.integers(1, max_outputs))]
+        outs = (sinks[::-1] + others)[: self.draw(st.integers(1, max_outputs))]
         names = [i.name for i in outs]
         self._emit(f"return [{', '.join(names)}]")
         source = "def build(flow):\n" + "\n".join(self.lines) + "\n"
         return Plan(schemas, source, self.opt.extremes, signed)
 
-    _OPERATIONS = ("filter", "select", "with_columns", "distinct", "join", "agg", "concat",
-                   "map", "flat_map", "negate", "consolidate", "semijoin", "antijoin", "reduce",
-                   "threshold", "arrange", "iterate", "prioritized_iterate")
+    _OPERATIONS = (
+        "filter",
+        "select",
+        "with_columns",
+        "distinct",
+        "join",
+        "agg",
+        "concat",
+        "map",
+        "flat_map",
+        "negate",
+        "consolidate",
+        "semijoin",
+        "antijoin",
+        "reduce",
+        "threshold",
+        "arrange",
+        "iterate",
+        "prioritized_iterate",
+    )
 
     def _operation(self, chain: _Item | None = None, loop: bool = False) -> _Item:
         """One operation on ``chain`` (or on a collection picked among the visible ones); a loop
@@ -894,8 +991,9 @@ class _Generator:
 
     def _op_filter(self, src: _Item, finite: bool) -> _Item:
         pred = _Exprs(self, src.schema, finite).of_kind("bool", 2)
-        return self._new(f"{src.name}.filter({pred})", src.neg, src.conv, src.bounded,
-                         bits=src.bits)
+        return self._new(
+            f"{src.name}.filter({pred})", src.neg, src.conv, src.bounded, bits=src.bits
+        )
 
     def _op_select(self, src: _Item, finite: bool) -> _Item:
         kept = self._pick_columns(src.schema, 0, 3)
@@ -907,8 +1005,9 @@ class _Generator:
             used.add(name)
             computed.append(f"{name}={exprs.any_kind(2)}")
         args = ", ".join([repr(k) for k in kept] + computed)
-        return self._new(f"{src.name}.select({args})", src.neg, src.conv, src.bounded,
-                         bits=src.bits)
+        return self._new(
+            f"{src.name}.select({args})", src.neg, src.conv, src.bounded, bits=src.bits
+        )
 
     def _op_with_columns(self, src: _Item, finite: bool) -> _Item:
         exprs = _Exprs(self, src.schema, finite)
@@ -923,8 +1022,13 @@ class _Generator:
             used.add(name)
             parts.append(f"{name}={exprs.any_kind(2)}")
         bounded = src.bounded - used
-        return self._new(f"{src.name}.with_columns({', '.join(parts)})", src.neg, src.conv,
-                         bounded, bits=src.bits)
+        return self._new(
+            f"{src.name}.with_columns({', '.join(parts)})",
+            src.neg,
+            src.conv,
+            bounded,
+            bits=src.bits,
+        )
 
     def _fresh_column(self, used: set[str]) -> str:
         pool = [n for n in ["y", "q", "r", "p", "m2", "y2", "q2"] if n not in used]
@@ -954,8 +1058,12 @@ class _Generator:
     def _op_map(self, src: _Item, finite: bool) -> _Item:
         ops = self._map_ops(src.schema, finite)
         schema = self._map_schema(src.schema, ops)
-        return self._new(f"{src.name}.map(MapColumns({ops!r}), schema={schema!r})",
-                         src.neg, src.conv, bits=src.bits)
+        return self._new(
+            f"{src.name}.map(MapColumns({ops!r}), schema={schema!r})",
+            src.neg,
+            src.conv,
+            bits=src.bits,
+        )
 
     def _op_flat_map(self, src: _Item, finite: bool) -> _Item:
         ops = self._map_ops(src.schema, finite)
@@ -963,20 +1071,26 @@ class _Generator:
         mode = self.draw(st.sampled_from(["one", "dup", "some", "both"]))
         return self._new(
             f"{src.name}.flat_map(FlatMapColumns({ops!r}, {mode!r}), schema={schema!r})",
-            src.neg, src.conv, bits=src.bits + (mode in ("dup", "both")))
+            src.neg,
+            src.conv,
+            bits=src.bits + (mode in ("dup", "both")),
+        )
 
     def _op_concat(self, src: _Item, finite: bool) -> _Item:
         other = self._conform(self._pick(), src.schema)
-        return self._new(f"{src.name}.concat({other.name})", _union_neg(src, other),
-                         _union_conv(src, other), src.bounded & other.bounded,
-                         bits=max(src.bits, other.bits) + 1)
+        return self._new(
+            f"{src.name}.concat({other.name})",
+            _union_neg(src, other),
+            _union_conv(src, other),
+            src.bounded & other.bounded,
+            bits=max(src.bits, other.bits) + 1,
+        )
 
     def _op_negate(self, src: _Item, finite: bool) -> _Item:
         return self._new(f"{src.name}.negate()", None, src.conv, src.bounded, bits=src.bits)
 
     def _op_consolidate(self, src: _Item, finite: bool) -> _Item:
-        return self._new(f"{src.name}.consolidate()", src.neg, src.conv, src.bounded,
-                         bits=src.bits)
+        return self._new(f"{src.name}.consolidate()", src.neg, src.conv, src.bounded, bits=src.bits)
 
     def _conform(self, item: _Item, target: Schema) -> _Item:
         """``item`` made to have ``target``'s columns and types (nullability aside): a select of
@@ -986,14 +1100,19 @@ class _Generator:
         finite = bool(item.conv)
         exprs = _Exprs(self, item.schema, finite)
         parts = [f"{name}={exprs.of_type(t)}" for name, t in target.items()]
-        return self._new(f"{item.name}.select({', '.join(parts)})", item.neg, item.conv,
-                         bits=item.bits)
+        return self._new(
+            f"{item.name}.select({', '.join(parts)})", item.neg, item.conv, bits=item.bits
+        )
 
     # ------------------------------------------------------------------ joins
 
     def _key_pairs(self, left: Schema, right: Schema) -> list[tuple[str, str]]:
-        pairs = [(a, b) for a, ta in left.items() for b, tb in right.items()
-                 if ta.kind == tb.kind and (ta.kind == "int" or ta.polars == tb.polars)]
+        pairs = [
+            (a, b)
+            for a, ta in left.items()
+            for b, tb in right.items()
+            if ta.kind == tb.kind and (ta.kind == "int" or ta.polars == tb.polars)
+        ]
         if not pairs:
             return []
         # equal names first: joins on "k" are the common case
@@ -1013,10 +1132,10 @@ class _Generator:
     def _suffix(self, left: Schema, right: Schema, right_keys: list[str]) -> str:
         names = set(left.names)
         for suffix in ["_right", "_r2", "_r3", "_r4", "_r5"]:
-            out = [c if c not in names else c + suffix
-                   for c in right.names if c not in right_keys]
-            if len(set(out)) == len(out) and not names & {c + suffix for c in right.names
-                                                           if c in names}:
+            out = [c if c not in names else c + suffix for c in right.names if c not in right_keys]
+            if len(set(out)) == len(out) and not names & {
+                c + suffix for c in right.names if c in names
+            }:
                 return suffix
         return f"_r{next(self.counter)}"
 
@@ -1024,13 +1143,22 @@ class _Generator:
         suffix = self._suffix(left.schema, right.schema, [b for _, b in pairs])
         tail = "" if suffix == "_right" else f", suffix={suffix!r}"
         neg = _union_neg(left, right) if None not in (left.neg, right.neg) else None
-        made = self._new(f"{left.name}.join({right.name}, {self._keys_code(pairs)}{tail})",
-                         neg, _union_conv(left, right), left.bounded,
-                         bits=left.bits + right.bits)
+        made = self._new(
+            f"{left.name}.join({right.name}, {self._keys_code(pairs)}{tail})",
+            neg,
+            _union_conv(left, right),
+            left.bounded,
+            bits=left.bits + right.bits,
+        )
         if len(made.schema) > 5:  # keep records narrow: joins of joins grow wide
             keep = self._pick_columns(made.schema, 1, 4)
-            made = self._new(f"{made.name}.select({', '.join(map(repr, keep))})", made.neg,
-                             made.conv, made.bounded, bits=made.bits)
+            made = self._new(
+                f"{made.name}.select({', '.join(map(repr, keep))})",
+                made.neg,
+                made.conv,
+                made.bounded,
+                bits=made.bits,
+            )
         return made
 
     def _op_join(self, src: _Item, finite: bool) -> _Item | None:
@@ -1046,8 +1174,13 @@ class _Generator:
         if not pairs:
             return None
         op = "antijoin" if anti else "semijoin"
-        return self._new(f"{src.name}.{op}({other.name}, {self._keys_code(pairs)})",
-                         src.neg, _union_conv(src, other), src.bounded, bits=src.bits)
+        return self._new(
+            f"{src.name}.{op}({other.name}, {self._keys_code(pairs)})",
+            src.neg,
+            _union_conv(src, other),
+            src.bounded,
+            bits=src.bits,
+        )
 
     def _op_antijoin(self, src: _Item, finite: bool) -> _Item | None:
         return self._op_semijoin(src, finite, anti=True)
@@ -1064,8 +1197,14 @@ class _Generator:
         if [b for _, b in pairs2] != keys:
             pairs2 = [(a, a) for a in keys]
             second = src
-        arranged = self._new(f"{src.name}.arrange({keys!r})", src.neg, src.conv, src.bounded,
-                             prefix="arr", bits=src.bits)
+        arranged = self._new(
+            f"{src.name}.arrange({keys!r})",
+            src.neg,
+            src.conv,
+            src.bounded,
+            prefix="arr",
+            bits=src.bits,
+        )
         # only the two joins read the arrangement: an arrangement read by other operators is
         # a known engine defect (tests/api/test_arrange_reuse.py, strict xfails)
         self.frames[-1].remove(arranged)
@@ -1075,8 +1214,12 @@ class _Generator:
 
     def _concat_two(self, a: _Item, b: _Item) -> _Item:
         b2 = self._conform(b, a.schema)
-        return self._new(f"{a.name}.concat({b2.name})", _union_neg(a, b2), _union_conv(a, b2),
-                         bits=max(a.bits, b2.bits) + 1)
+        return self._new(
+            f"{a.name}.concat({b2.name})",
+            _union_neg(a, b2),
+            _union_conv(a, b2),
+            bits=max(a.bits, b2.bits) + 1,
+        )
 
     # ------------------------------------------------------------------ reductions
 
@@ -1084,8 +1227,11 @@ class _Generator:
         return self._new(f"{src.name}.distinct()", frozenset(), src.conv, src.bounded, bits=1)
 
     def _op_threshold(self, src: _Item, finite: bool) -> _Item:
-        fn = self.draw(st.sampled_from(["Clamp(0, 1)", "Clamp(-1, 1)", "Clamp(0, 2)",
-                                        "Scale(2)", "Halve()", "Abs()"]))
+        fn = self.draw(
+            st.sampled_from(
+                ["Clamp(0, 1)", "Clamp(-1, 1)", "Clamp(0, 2)", "Scale(2)", "Halve()", "Abs()"]
+            )
+        )
         positive = fn.startswith(("Clamp(0", "Abs"))
         neg = frozenset() if positive else (src.neg if fn in ("Scale(2)", "Halve()") else None)
         bits = {"Scale(2)": src.bits + 1, "Halve()": src.bits, "Abs()": src.bits}.get(fn, 2)
@@ -1109,8 +1255,7 @@ class _Generator:
                 continue
             cols = rest
             if kind in ("sum", "mean"):
-                cols = [c for c in rest
-                        if schema[c].name == "int32" or c in src.bounded]
+                cols = [c for c in rest if schema[c].name == "int32" or c in src.bounded]
             if not cols:
                 continue
             c = self.draw(st.sampled_from(cols))
@@ -1122,11 +1267,21 @@ class _Generator:
             aggs = [f"{_unused('n', keys)}=dd.count()"]
             bounded.append(_unused("n", keys))
         if not aggs:  # a finite context with nothing to take the min of: distinct keys
-            return self._new(f"{src.name}.select({', '.join(map(repr, keys))}).distinct()",
-                             frozenset(), src.conv, src.bounded, bits=1)
+            return self._new(
+                f"{src.name}.select({', '.join(map(repr, keys))}).distinct()",
+                frozenset(),
+                src.conv,
+                src.bounded,
+                bits=1,
+            )
         group = ", ".join(map(repr, keys))
-        return self._new(f"{src.name}.group_by({group}).agg({', '.join(aggs)})", frozenset(),
-                         src.conv, [*bounded, *(k for k in keys if k in src.bounded)], bits=1)
+        return self._new(
+            f"{src.name}.group_by({group}).agg({', '.join(aggs)})",
+            frozenset(),
+            src.conv,
+            [*bounded, *(k for k in keys if k in src.bounded)],
+            bits=1,
+        )
 
     def _op_reduce(self, src: _Item, finite: bool) -> _Item:
         schema = src.schema
@@ -1149,8 +1304,13 @@ class _Generator:
             code, out = f"{fn}()", {"size" if fn == "GroupSize" else "values": "int64"}
         out = {_unused(n, keys): t for n, t in out.items()}
         group = ", ".join(map(repr, keys))
-        return self._new(f"{src.name}.group_by({group}).reduce({code}, schema={out!r})",
-                         frozenset(), src.conv, [k for k in keys if k in src.bounded], bits=1)
+        return self._new(
+            f"{src.name}.group_by({group}).reduce({code}, schema={out!r})",
+            frozenset(),
+            src.conv,
+            [k for k in keys if k in src.bounded],
+            bits=1,
+        )
 
     # ------------------------------------------------------------------ loops
 
@@ -1158,14 +1318,16 @@ class _Generator:
         lid = next(self.loop_ids)
         self.loops += 1
         converging = finite or self.draw(st.integers(0, 2)) > 0
-        limit = self.draw(st.sampled_from([None, None, 1, 2, 3, 4])) if converging else \
-            self.draw(st.integers(1, 4))
+        limit = (
+            self.draw(st.sampled_from([None, None, 1, 2, 3, 4]))
+            if converging
+            else self.draw(st.integers(1, 4))
+        )
         if not converging:  # its body may grow multiplicities: it starts and ends clamped
             src = self._clamp(src, _LOOP_BITS)
         body, var = f"body{lid}", f"x{lid}"
         conv = src.conv | ({lid} if converging else _union_conv(*self._visible()))
-        var_neg = (frozenset({lid}) if src.neg is None else src.neg | {lid}) if converging \
-            else None
+        var_neg = (frozenset({lid}) if src.neg is None else src.neg | {lid}) if converging else None
         result: list[_Item] = []
 
         def make_body(x: dd.Collection) -> dd.Collection:
@@ -1178,14 +1340,23 @@ class _Generator:
             self.depth += 1
             made = self._body(item, lid, converging)
             # a body may not return nulls where the loop's input never holds them
-            widened = [n for n, t in made.coll.schema.items()
-                       if t.nullable and not src.coll.schema[n].nullable]
+            widened = [
+                n
+                for n, t in made.coll.schema.items()
+                if t.nullable and not src.coll.schema[n].nullable
+            ]
             if widened:
                 kinds = {n: src.coll.schema[n].kind for n in widened}
-                fills = ", ".join(f"{n}=dd.col({n!r}).fill_null({_FILLERS[k]})"
-                                  for n, k in kinds.items())
-                made = self._new(f"{made.name}.with_columns({fills})", made.neg, made.conv,
-                                 made.bounded, bits=made.bits)
+                fills = ", ".join(
+                    f"{n}=dd.col({n!r}).fill_null({_FILLERS[k]})" for n, k in kinds.items()
+                )
+                made = self._new(
+                    f"{made.name}.with_columns({fills})",
+                    made.neg,
+                    made.conv,
+                    made.bounded,
+                    bits=made.bits,
+                )
             self._emit(f"return {made.name}")
             self.depth -= 1
             self.indent -= 1
@@ -1207,8 +1378,9 @@ class _Generator:
         neg = made.neg
         if neg is not None and lid in neg:
             neg = None if src.neg is None else (neg - {lid}) | src.neg
-        item = _Item(name, coll, neg, (made.conv | src.conv) - {lid}, src.bounded,
-                     max(made.bits, src.bits))
+        item = _Item(
+            name, coll, neg, (made.conv | src.conv) - {lid}, src.bounded, max(made.bits, src.bits)
+        )
         self.frames[-1].append(item)
         return item
 
@@ -1238,8 +1410,9 @@ class _Generator:
         forms = ["grow", "grow", "least", "idempotent"] if converging else ["any"]
         form = self.draw(st.sampled_from(forms))
         if form == "idempotent":
-            op = self.draw(st.sampled_from(["filter", "distinct", "semijoin", "antijoin",
-                                            "identity"]))
+            op = self.draw(
+                st.sampled_from(["filter", "distinct", "semijoin", "antijoin", "identity"])
+            )
             if op == "identity":
                 return x
             made = getattr(self, "_op_" + op)(x, True)
@@ -1251,8 +1424,12 @@ class _Generator:
         if form == "any":
             if self.draw(st.booleans()):
                 other = self._conform(self._pick(), x.schema)
-                g = self._new(f"{g.name}.concat({other.name})", _union_neg(g, other),
-                              _union_conv(g, other), bits=max(g.bits, other.bits) + 1)
+                g = self._new(
+                    f"{g.name}.concat({other.name})",
+                    _union_neg(g, other),
+                    _union_conv(g, other),
+                    bits=max(g.bits, other.bits) + 1,
+                )
             return self._clamp(g, _LOOP_BITS)
         if g.neg is None or not g.neg <= {lid}:  # may be negative: only its records count
             g = self._new(f"{g.name}.distinct()", frozenset(), g.conv, bits=1)
@@ -1353,8 +1530,11 @@ class _Exprs:
             reads = [any(n.kind == "col" for n in a.walk()) for a in node.args]
             if not any(reads) or (node.params[0] == "/" and not reads[0]):
                 return True
-            if node.params[0] in ("//", "%") and not reads[1] and \
-                    output_dtype(node, self.schema).kind == "float":
+            if (
+                node.params[0] in ("//", "%")
+                and not reads[1]
+                and output_dtype(node, self.schema).kind == "float"
+            ):
                 return True
         return False
 
@@ -1374,8 +1554,10 @@ class _Exprs:
         ops: dict[str, Callable[[int], str | None]] = {
             "fill_null": lambda d: f"{self._sub(k, d)}.fill_null({lit()})",
             "coalesce": lambda d: f"dd.coalesce({self._sub(k, d)}, {self._sub(k, d)})",
-            "when": lambda d: (f"dd.when({self._sub('bool', d)}).then({self._sub(k, d)})"
-                               f".otherwise({self._sub(k, d)})"),
+            "when": lambda d: (
+                f"dd.when({self._sub('bool', d)}).then({self._sub(k, d)})"
+                f".otherwise({self._sub(k, d)})"
+            ),
         }
         if k in ("int", "float", "str", "date"):
             ops["least"] = lambda d: f"dd.least({self._sub(k, d)}, {self._sub(k, d)})"
@@ -1384,29 +1566,43 @@ class _Exprs:
 
     def _int(self) -> dict[str, Callable[[int], str | None]]:
         ops = self._common("int")
-        ops.update({
-            "neg": lambda d: f"(-{self._sub('int', d)})",
-            "abs": lambda d: f"{self._sub('int', d)}.abs()",
-            "mod_k": lambda d: f"({self._sub('int', d)} % {self.draw(st.sampled_from([2, 3, 5]))})",
-            "clip": lambda d: f"{self._sub('int', d)}.clip(-2, 3)",
-            "str_len": lambda d: f"{self._sub('str', d)}.str.len()" if "str" in self.cols
-            else None,
-            "year": lambda d: (f"{self._sub(self.draw(st.sampled_from(t)), d)}.dt.year()"
-                               if (t := [k for k in ("date", "datetime") if k in self.cols])
-                               else None),
-            "cast": lambda d: (f"{self._sub(self._pick_kind(['float', 'bool', 'int']), d)}"
-                               f".cast({self.draw(st.sampled_from(['int64', 'int32']))!r})"),
-            "parse": lambda d: (f"{self._sub('str', d)}.cast('int64')"
-                                if "str" in self.cols else None),
-        })
+        ops.update(
+            {
+                "neg": lambda d: f"(-{self._sub('int', d)})",
+                "abs": lambda d: f"{self._sub('int', d)}.abs()",
+                "mod_k": lambda d: (
+                    f"({self._sub('int', d)} % {self.draw(st.sampled_from([2, 3, 5]))})"
+                ),
+                "clip": lambda d: f"{self._sub('int', d)}.clip(-2, 3)",
+                "str_len": lambda d: (
+                    f"{self._sub('str', d)}.str.len()" if "str" in self.cols else None
+                ),
+                "year": lambda d: (
+                    f"{self._sub(self.draw(st.sampled_from(t)), d)}.dt.year()"
+                    if (t := [k for k in ("date", "datetime") if k in self.cols])
+                    else None
+                ),
+                "cast": lambda d: (
+                    f"{self._sub(self._pick_kind(['float', 'bool', 'int']), d)}"
+                    f".cast({self.draw(st.sampled_from(['int64', 'int32']))!r})"
+                ),
+                "parse": lambda d: (
+                    f"{self._sub('str', d)}.cast('int64')" if "str" in self.cols else None
+                ),
+            }
+        )
         if not self.finite:
-            ops.update({
-                "arith": lambda d: (f"({self._sub('int', d)} "
-                                    f"{self.draw(st.sampled_from(['+', '-', '*']))} "
-                                    f"{self._sub('int', d)})"),
-                "floordiv": lambda d: f"({self._sub('int', d)} // {self._sub('int', d)})",
-                "mod": lambda d: f"({self._sub('int', d)} % {self._sub('int', d)})",
-            })
+            ops.update(
+                {
+                    "arith": lambda d: (
+                        f"({self._sub('int', d)} "
+                        f"{self.draw(st.sampled_from(['+', '-', '*']))} "
+                        f"{self._sub('int', d)})"
+                    ),
+                    "floordiv": lambda d: f"({self._sub('int', d)} // {self._sub('int', d)})",
+                    "mod": lambda d: f"({self._sub('int', d)} % {self._sub('int', d)})",
+                }
+            )
         return ops
 
     def _divisor(self, depth: int) -> str:
@@ -1417,27 +1613,39 @@ class _Exprs:
 
     def _float(self) -> dict[str, Callable[[int], str | None]]:
         ops = self._common("float")
-        ops.update({
-            "neg": lambda d: f"(-{self._sub('float', d)})",
-            "abs": lambda d: f"{self._sub('float', d)}.abs()",
-            "round": lambda d: (f"{self._sub('float', d)}"
-                                f".round({self.draw(st.sampled_from([0, 1, 2]))})"),
-            "clip": lambda d: f"{self._sub('float', d)}.clip(-1.5, 2.0)",
-            "mod_k": lambda d: f"({self._sub('float', d)} % 2.5)" if self.gen.opt.gaps else None,
-            "cast": lambda d: (f"{self._sub(self.draw(st.sampled_from(['int', 'float'])), d)}"
-                               f".cast({self.draw(st.sampled_from(['float64', 'float32']))!r})"),
-        })
+        ops.update(
+            {
+                "neg": lambda d: f"(-{self._sub('float', d)})",
+                "abs": lambda d: f"{self._sub('float', d)}.abs()",
+                "round": lambda d: (
+                    f"{self._sub('float', d)}.round({self.draw(st.sampled_from([0, 1, 2]))})"
+                ),
+                "clip": lambda d: f"{self._sub('float', d)}.clip(-1.5, 2.0)",
+                "mod_k": lambda d: (
+                    f"({self._sub('float', d)} % 2.5)" if self.gen.opt.gaps else None
+                ),
+                "cast": lambda d: (
+                    f"{self._sub(self.draw(st.sampled_from(['int', 'float'])), d)}"
+                    f".cast({self.draw(st.sampled_from(['float64', 'float32']))!r})"
+                ),
+            }
+        )
         if not self.finite:
-            ops.update({
-                "arith": lambda d: (f"({self._sub('float', d)} "
-                                    f"{self.draw(st.sampled_from(['+', '-', '*']))} "
-                                    f"{self._num(d)})"),
-                "div": lambda d: f"({self._num(d)} / {self._divisor(d)})",
-                "floordiv": lambda d: f"({self._sub('float', d)} // {self._divisor(d)})",
-            })
+            ops.update(
+                {
+                    "arith": lambda d: (
+                        f"({self._sub('float', d)} "
+                        f"{self.draw(st.sampled_from(['+', '-', '*']))} "
+                        f"{self._num(d)})"
+                    ),
+                    "div": lambda d: f"({self._num(d)} / {self._divisor(d)})",
+                    "floordiv": lambda d: f"({self._sub('float', d)} // {self._divisor(d)})",
+                }
+            )
             if not self.gen.opt.spark:
-                ops["pow"] = lambda d: (f"({self._num(d)} ** "
-                                        f"{self.draw(st.sampled_from(['2', '3', '0.5']))})")
+                ops["pow"] = lambda d: (
+                    f"({self._num(d)} ** {self.draw(st.sampled_from(['2', '3', '0.5']))})"
+                )
         return ops
 
     def _comparable(self, depth: int) -> tuple[str, str]:
@@ -1454,26 +1662,34 @@ class _Exprs:
             a, b = self._comparable(d)
             return f"({a} {self.draw(st.sampled_from(['==', '!=', '<', '<=', '>', '>=']))} {b})"
 
-        ops.update({
-            "compare": compare,
-            "compare2": compare,
-            "is_null": lambda d: f"{self.of_kind(self.draw(st.sampled_from(list(self.cols))), d)}"
-                                 f".is_null()",
-            "not": lambda d: f"(~{self._sub('bool', d)})",
-            "and": lambda d: f"({self._sub('bool', d)} & {self._sub('bool', d)})",
-            "or": lambda d: f"({self._sub('bool', d)} | {self._sub('bool', d)})",
-            "contains": lambda d: (f"{self._sub('str', d)}.str.contains("
-                                   f"{self.draw(st.sampled_from(['a', 'b', '', 'Σ']))!r})"),
-        })
+        ops.update(
+            {
+                "compare": compare,
+                "compare2": compare,
+                "is_null": lambda d: (
+                    f"{self.of_kind(self.draw(st.sampled_from(list(self.cols))), d)}.is_null()"
+                ),
+                "not": lambda d: f"(~{self._sub('bool', d)})",
+                "and": lambda d: f"({self._sub('bool', d)} & {self._sub('bool', d)})",
+                "or": lambda d: f"({self._sub('bool', d)} | {self._sub('bool', d)})",
+                "contains": lambda d: (
+                    f"{self._sub('str', d)}.str.contains("
+                    f"{self.draw(st.sampled_from(['a', 'b', '', 'Σ']))!r})"
+                ),
+            }
+        )
         return ops
 
     def _str(self) -> dict[str, Callable[[int], str | None]]:
         ops = self._common("str")
-        ops.update({
-            "upper": lambda d: f"{self._sub('str', d)}.str.upper()",
-            "cast": lambda d: (f"{self._sub(self._pick_kind(['int', 'bool', 'date']), d)}"
-                               ".cast('str')"),
-        })
+        ops.update(
+            {
+                "upper": lambda d: f"{self._sub('str', d)}.str.upper()",
+                "cast": lambda d: (
+                    f"{self._sub(self._pick_kind(['int', 'bool', 'date']), d)}.cast('str')"
+                ),
+            }
+        )
         return ops
 
     def _date(self) -> dict[str, Callable[[int], str | None]]:
