@@ -1,6 +1,6 @@
 """The cost of an input's multiplicity check: memory, a 1M-row load, one-record changes.
 
-An input checks by default that no record goes below zero (``ddflow.multiplicities``); a
+An input checks by default that no record goes below zero (``ddflow.api.multiplicities``); a
 ``signed=True`` input checks and keeps nothing. On an R-MAT edge list (int64 ``src, dst``,
 with its duplicate edges) this reports:
 
@@ -32,7 +32,7 @@ import polars as pl
 import ddflow as dd
 from benchmarks.common import machine, peak_rss_mb
 from benchmarks.graphs import rmat
-from ddflow.multiplicities import MIN_RECENT, RECENT_FRACTION, Multiplicities
+from ddflow.api.multiplicities import MIN_RECENT, RECENT_FRACTION, Multiplicities
 
 SCHEMA = {"src": "int64", "dst": "int64"}
 

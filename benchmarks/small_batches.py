@@ -22,7 +22,6 @@ import ddflow as dd
 from benchmarks.cc import change_edges, scipy_components, snapshot_labels
 from benchmarks.common import machine, summary
 from benchmarks.graphs import rmat
-from ddflow.kernels.local_rows import SMALL_ROWS
 
 
 class ResultMismatch(AssertionError):
@@ -48,6 +47,7 @@ def run(quick: bool = False) -> dict[str, Any]:
     edges = rmat(n_edges, seed=1)
     n_nodes = int(max(edges["src"].max(), edges["dst"].max())) + 1  # type: ignore[arg-type]
     flow = dd.Dataflow()
+    small_rows = flow.kernels.settings.small_batch_rows  # (the default settings')
     inp = flow.input("edges", schema={"src": "int64", "dst": "int64"})
     out = dd.graph.connected_components(inp).output()
     inp.insert_frame(edges)
@@ -56,7 +56,7 @@ def run(quick: bool = False) -> dict[str, Any]:
     check_labels(out, edges, n_nodes, "the first result")
     rng = np.random.default_rng(11)
     live = edges
-    modes = {"rows": SMALL_ROWS, "polars_only": 0}
+    modes = {"rows": small_rows, "polars_only": 0}
     lat: dict[str, dict[int, list[float]]] = {m: {} for m in modes}
     try:
         for b in (1, 10, 100, 1000):
@@ -67,7 +67,7 @@ def run(quick: bool = False) -> dict[str, Any]:
                     lat[mode].setdefault(b, []).append(seconds)
             check_labels(out, live, n_nodes, f"the batches of {b} changes")
     finally:
-        flow.kernels.set_small_rows(SMALL_ROWS)
+        flow.kernels.set_small_rows(small_rows)
     rows = {}
     for b in lat["rows"]:
         r, c = summary(lat["rows"][b]), summary(lat["polars_only"][b])
@@ -80,7 +80,7 @@ def run(quick: bool = False) -> dict[str, Any]:
         "benchmark": "small_batches",
         "machine": machine(),
         "edges": n_edges,
-        "small_batch_rows": SMALL_ROWS,
+        "small_batch_rows": small_rows,
         "updates": rows,
         "result_checked": True,
     }

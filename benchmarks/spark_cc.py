@@ -67,7 +67,8 @@ class Progress:
 
 
 def run(quick: bool = False) -> dict[str, Any]:
-    from ddflow.kernels.spark import SparkRuntime, local_session
+    from ddflow.runtime.spark.runtime import SparkRuntime
+    from ddflow.runtime.spark.session import local_session
 
     n_edges = 20_000 if quick else 1_000_000
     # one key partition per core of local[2]: a step's cost is mostly per task

@@ -88,7 +88,7 @@ def dataframe_distances(spark: Any, root: int) -> tuple[dict[int, int], int]:
 
 
 def run(quick: bool = False) -> dict[str, Any]:
-    from ddflow.kernels.spark import local_session
+    from ddflow.runtime.spark.session import local_session
 
     nodes, n_edges, runs = (2_000, 3_200, 5) if quick else (20_000, 32_000, 11)
     edges = sparse_graph(nodes, n_edges, seed=4)

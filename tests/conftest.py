@@ -1,6 +1,7 @@
 """Shared fixtures: one Spark session per test process (pytest-xdist worker), from
-:func:`ddflow.kernels.spark.local_session` (``local[2]``, 4 shuffle partitions, no UI). Every
-Spark test, of the runtime, the pipeline and the semantics subset, uses this one session.
+:func:`ddflow.runtime.spark.session.local_session` (``local[2]``, 4 shuffle partitions, no
+UI). Every Spark test, of the runtime, the pipeline and the semantics subset, uses this one
+session.
 
 A *Spark test* is one marked ``spark``: by hand (a module's ``pytestmark``), or here, for every
 test that uses the ``spark`` fixture or runs on the semantics suite's ``"spark"`` runtime, so
@@ -39,7 +40,7 @@ def spark_missing() -> str | None:
             f"pyspark is not installed or cannot be imported ({e}); install it with "
             "pip install 'pyspark>=4,<5'"
         )
-    from ddflow.kernels.spark import SparkUnavailableError, require_java
+    from ddflow.runtime.spark.session import SparkUnavailableError, require_java
 
     try:
         require_java()
@@ -88,7 +89,7 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 @pytest.fixture(scope="session")
 def spark() -> Iterator[Any]:
     require_spark()
-    from ddflow.kernels.spark import local_session
+    from ddflow.runtime.spark.session import local_session
 
     session = local_session(app="ddflow-tests", partitions=4)
     yield session

@@ -3,12 +3,14 @@
     python tools/mutation.py [module ...] [--functions PATTERN ...] [--time-limit SECONDS]
 
 For each module named (``lattice``, ``frontier``, ``progress``, ``trace``, ``expr_compile``,
-``reduce``, ``local_reduce``, ``reference``, or its path under ``src/``; by default every module
-but ``reference``, smallest first), mutmut mutates that one file and runs, for each mutant, the
-tests of the module's own selection that reach the mutated function (``TARGETS`` below, plus
-``tests/unit/test_mutants_<module>.py``), with ``-k "not spark" -x -q -p no:cacheprovider``, one
-test process at a time under ``nice``, and Hypothesis derandomized with at most 20 examples a
-test (``tools/mutation_hypothesis.py``), so that two runs on the same code agree.
+``reduce``, ``local_reduce_times``, ``local_reduce_skips``, ``local_reduce_evaluation``,
+``local_reduce_bounded_extremes``, ``local_reduce_groups``, ``reference``, or its path under
+``src/``; by default every module but ``reference``, smallest first), mutmut mutates that one
+file and runs, for each mutant, the tests of the module's own selection that reach the mutated
+function (``TARGETS`` below, plus ``tests/unit/test_mutants_<module>.py``), with
+``-k "not spark" -x -q -p no:cacheprovider``, one test process at a time under ``nice``, and
+Hypothesis derandomized with at most 20 examples a test (``tools/mutation_hypothesis.py``), so
+that two runs on the same code agree.
 
 Each module runs in a fresh copy of ``src/`` and ``tests/`` under
 ``tools/mutation-report/work/<module>/`` (the checkout itself is never mutated, and edits made
@@ -99,28 +101,35 @@ _REDUCE_TESTS = (
 TARGETS = [
     Target(
         "lattice",
-        "src/ddflow/lattice.py",
+        "src/ddflow/timely/lattice.py",
         ("tests/unit/test_lattice.py", "tests/property/test_time_properties.py"),
         polars=False,
     ),
-    Target("frontier", "src/ddflow/frontier.py", ("tests/unit/test_frontier.py",), polars=False),
+    Target(
+        "frontier", "src/ddflow/timely/frontier.py", ("tests/unit/test_frontier.py",), polars=False
+    ),
     Target(
         "trace",
-        "src/ddflow/trace.py",
+        "src/ddflow/differential/trace.py",
         ("tests/unit/test_trace.py", "tests/semantics/test_compaction.py"),
     ),
-    Target("progress", "src/ddflow/progress.py", ("tests/unit/test_progress.py",), polars=False),
-    Target("reduce", "src/ddflow/operators/reduce.py", _REDUCE_TESTS),
+    Target(
+        "progress", "src/ddflow/timely/progress.py", ("tests/unit/test_progress.py",), polars=False
+    ),
+    Target("reduce", "src/ddflow/differential/operators/reduce.py", _REDUCE_TESTS),
     Target(
         "expr_compile",
-        "src/ddflow/expr_compile.py",
+        "src/ddflow/expr/compiler.py",
         (
             "tests/unit/test_expr.py",
             "tests/semantics/test_linear.py",
             "tests/testing/test_values.py",
         ),
     ),
-    Target("local_reduce", "src/ddflow/kernels/local_reduce.py", _REDUCE_TESTS),
+    *(
+        Target(f"local_reduce_{name}", f"src/ddflow/runtime/local/reduce/{name}.py", _REDUCE_TESTS)
+        for name in ("bounded_extremes", "groups", "times", "evaluation", "skips")
+    ),
     Target(
         "reference",
         "src/ddflow/testing/reference.py",

@@ -13,12 +13,16 @@ Runs embedded in one process (the default) or on Apache Spark.
 {'src': [1, 2], 'out_degree': [2, 1], 'count': [1, 1]}
 """
 
-from ddflow import (
-    _allocator,  # noqa: F401  (first: before Polars loads; see the module)
-    graph,
-)
-from ddflow.collection import Agg, Arranged, Collection, GroupBy, count, max, mean, min, sum
-from ddflow.dataflow import Dataflow, InputCollection, LocalRuntime, Output, Probe, RunProgress
+# isort: off
+# (first: the allocator's options are set before Polars is imported; see the module)
+from ddflow.runtime.local import allocator as _allocator  # noqa: F401
+# isort: on
+
+from ddflow import graph
+from ddflow.api.collection import Agg, Arranged, Collection, GroupBy, count, max, mean, min, sum
+from ddflow.api.dataflow import Dataflow, RunProgress
+from ddflow.api.inputs import InputCollection
+from ddflow.api.outputs import Output, Probe
 from ddflow.errors import (
     ClosedInputError,
     DataflowFailedError,
@@ -31,9 +35,10 @@ from ddflow.errors import (
     TimelyError,
     UserFunctionError,
 )
-from ddflow.expr import Expr, coalesce, col, concat_str, greatest, least, lit, when
+from ddflow.expr.nodes import Expr, coalesce, col, concat_str, greatest, least, lit, when
+from ddflow.runtime.local.runtime import LocalRuntime
 from ddflow.schema import Schema
-from ddflow.timely import Vertex
+from ddflow.timely.operator import Vertex
 
 __version__ = "0.1.0"
 
@@ -41,7 +46,7 @@ __version__ = "0.1.0"
 def __getattr__(name: str) -> object:
     # the Spark runtime imports pyspark; load it only when it is asked for
     if name == "SparkRuntime":
-        from ddflow.kernels.spark import SparkRuntime
+        from ddflow.runtime.spark.runtime import SparkRuntime
 
         return SparkRuntime
     raise AttributeError(f"module 'ddflow' has no attribute {name!r}")
@@ -53,8 +58,8 @@ __all__ = [
     "ClosedInputError",
     "Collection",
     "DDFlowError",
-    "DataflowFailedError",
     "Dataflow",
+    "DataflowFailedError",
     "Expr",
     "ExpressionError",
     "GraphError",

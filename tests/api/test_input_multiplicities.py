@@ -10,7 +10,6 @@ multiplicity -1, silently; a ``group_by`` then hid the group."""
 from __future__ import annotations
 
 import math
-import sys
 from collections import Counter
 from collections.abc import Callable
 from typing import Any
@@ -23,7 +22,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import ddflow as dd
-import ddflow.multiplicities as multiplicities
+import ddflow.api.multiplicities as multiplicities
 from ddflow.testing import frame_to_counter, reference
 
 EDGES = {"a": "int64", "b": "int64"}
@@ -41,8 +40,8 @@ def _flow(schema: dict[str, str] = EDGES, **kw: Any) -> tuple[dd.Dataflow, Any, 
 
 def _refused(call: Callable[[], None], *words: str) -> dd.InputError:
     """``call()`` raises an InputError mentioning ``words`` and pointing at the caller's line
-    (the line of the lambda, which must be the line of this call)."""
-    line = sys._getframe(1).f_lineno
+    (the line of the lambda)."""
+    line = call.__code__.co_firstlineno
     with pytest.raises(dd.InputError) as info:
         call()
     message = str(info.value)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import random
 
-
 import networkx as nx
 import polars as pl
 import pytest
@@ -69,7 +68,7 @@ def test_folder_source_loads_each_file_as_an_epoch(spark, tmp_path):
     for e, rows in enumerate(epochs):
         seen += [(s, d) for s, d, _ in rows]
         snap = out.snapshot(epoch=e)
-        assert dict(zip(snap["node"], snap["label"])) == nx_labels(seen)
+        assert dict(zip(snap["node"], snap["label"], strict=True)) == nx_labels(seen)
 
 
 def test_a_malformed_file_is_named_and_loses_nothing(spark, tmp_path):
@@ -80,7 +79,7 @@ def test_a_malformed_file_is_named_and_loses_nothing(spark, tmp_path):
     edges = flow.input("edges", schema={"src": "int64", "dst": "int64", "ts": "int64"})
     out = edges.output()
     source = io.FolderSource(spark, edges, str(folder))
-    with pytest.raises(dd.InputError, match="part-0001.parquet") as info:
+    with pytest.raises(dd.InputError, match=r"part-0001\.parquet") as info:
         source.poll()
     # the root cause comes first, in one line, not buried in Spark's Java stack trace
     message = str(info.value)
@@ -187,7 +186,8 @@ def test_streaming_files_into_windowed_components_and_parquet_sinks(spark, tmp_p
         # and the window kept exactly the edges of the last 25 time units
         live = [r for b in batches[: e + 1] for r in b if r[2] > max(x[2] for x in batches[e]) - 25]
         snap = out.snapshot(e)
-        assert dict(zip(snap["node"], snap["label"])) == nx_labels([(s, d) for s, d, _ in live])
+        labels = dict(zip(snap["node"], snap["label"], strict=True))
+        assert labels == nx_labels([(s, d) for s, d, _ in live])
     table = pl.read_parquet(str(tmp_path / "snapshot") + "/*.parquet")
     assert frame_to_counter(table) == frame_to_counter(out.snapshot())
     assert snap_sink.epoch == len(batches) - 1

@@ -23,9 +23,9 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ddflow.frontier import Antichain, MutableAntichain
-from ddflow.lattice import EPOCHS, Time, TimeType
-from ddflow.progress import ProgressGraph, Summary, Tracker
+from ddflow.timely.frontier import Antichain, MutableAntichain
+from ddflow.timely.lattice import EPOCHS, Time, TimeType
+from ddflow.timely.progress import ProgressGraph, Summary, Tracker
 
 coordinates = st.sampled_from(["product", "lexicographic"])
 

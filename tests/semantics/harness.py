@@ -24,6 +24,12 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
 import ddflow as dd
+from ddflow.runtime.local.settings import (
+    LocalSettings,
+    LookupSettings,
+    ReduceSettings,
+    SumSettings,
+)
 from ddflow.testing import frame_to_counter, reference
 from ddflow.testing.budget import time_budget
 
@@ -64,14 +70,29 @@ Build = Callable[
 ]
 
 
+#: the local runtime's settings in the suite: paths the local kernels take only on large data,
+#: taken here at every size. Integer frames of ``packed_rows`` or more are summed by packed
+#: codes (``ddflow.runtime.local.columnar.grouped_sums``; here the group-by sums only what
+#: cannot be packed: floats, strings, nulls); a reduce evaluation over more than
+#: ``evaluate_slice_rows`` history rows goes in slices of keys (here more than 16); and a
+#: lookup of many keys in a batch of ``scan_rows`` or more scans it (a join then reads the
+#: batch whole, other keys' updates too). Both local variants run with them.
+LARGE_DATA_PATHS = LocalSettings(
+    sums=SumSettings(packed_rows=1),
+    reduce=ReduceSettings(evaluate_slice_rows=16),
+    lookups=LookupSettings(scan_rows=1),
+)
+
+
 def make_flow(runtime: str) -> dd.Dataflow:
-    """An empty dataflow on ``runtime`` (one of :data:`RUNTIMES`)."""
+    """An empty dataflow on ``runtime`` (one of :data:`RUNTIMES`); the local runtimes with
+    :data:`LARGE_DATA_PATHS`."""
     if runtime == "local":
-        return dd.Dataflow()
+        return dd.Dataflow(runtime=dd.LocalRuntime(LARGE_DATA_PATHS))
     if runtime == "local-columnar":  # every batch in Polars: the columnar kernels alone
-        return dd.Dataflow(runtime=dd.LocalRuntime(small_batch_rows=0))
+        return dd.Dataflow(runtime=dd.LocalRuntime(LARGE_DATA_PATHS, small_batch_rows=0))
     if runtime == "spark":  # (tests/conftest.py fails the test first if Spark cannot run)
-        from ddflow.kernels.spark import local_session
+        from ddflow.runtime.spark.session import local_session
 
         # the process's one session (``getOrCreate``), shared with tests/spark's fixture
         session = local_session(app="ddflow-tests", partitions=4)

@@ -16,7 +16,7 @@ from collections import Counter
 from harness import make_flow
 
 import ddflow as dd
-from ddflow.operators.reduce import ReduceOp
+from ddflow.differential.operators.reduce import ReduceOp
 from ddflow.testing import frame_to_counter, reference
 
 W = 50

@@ -152,7 +152,7 @@ def test_select_of_only_literals_keeps_every_record(runtime):
 def _chains(flow, i):
     """Stateless chains whose last node has one consumer, itself stateless (a concat, a loop's
     enter, variable and leave) or an arrangement, and concats read by an arrangement alone:
-    built as no operators of their own (see ``ddflow.build``)."""
+    built as no operators of their own (see ``ddflow.plan.build``)."""
     xs, ys = i["xs"], i["ys"]
     chain = xs.filter(dd.col("x") >= 1).select(x=dd.col("x") * 2, s=dd.col("s")).negate().negate()
     mixed = chain.concat(ys.filter(dd.col("x") < 4).select("x", "s"), xs.negate())

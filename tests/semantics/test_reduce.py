@@ -10,7 +10,6 @@ once; ``threshold(fn)`` gives each record multiplicity ``fn(m)``; ``reduce(fn)``
 
 from __future__ import annotations
 
-import pytest
 from harness import (
     SETTINGS,
     changes_table,

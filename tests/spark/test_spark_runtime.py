@@ -341,13 +341,43 @@ def test_spark_dataframe_inputs_stay_on_spark(spark):
 def test_the_runtime_sets_its_session_settings(spark):
     """A runtime turns Spark's runtime bloom filters off on its session: every trace lookup
     would otherwise get a subquery job and a 1 MiB filter shipped with each task."""
-    from ddflow.kernels.spark import SESSION_SETTINGS
+    from ddflow.runtime.spark.settings import SparkSettings
 
     key = "spark.sql.optimizer.runtime.bloomFilter.enabled"
-    assert SESSION_SETTINGS[key] == "false"
+    assert SparkSettings().session[key] == "false"
     spark.conf.set(key, "true")
     dd.SparkRuntime(spark)
     assert spark.conf.get(key) == "false"
+
+
+def test_keywords_override_the_settings(spark):
+    from ddflow.runtime.spark.settings import SparkSettings
+
+    runtime = dd.SparkRuntime(spark, SparkSettings(merge_parts=8), partitions=2)
+    assert (runtime.settings.partitions, runtime.settings.merge_parts) == (2, 8)
+    assert runtime.kernels.settings is runtime.settings
+    # partitions=None (the default): the session's shuffle partitions
+    assert dd.SparkRuntime(spark).kernels.partitions == int(
+        spark.conf.get("spark.sql.shuffle.partitions")
+    )
+    with pytest.raises(TypeError, match=r"no setting 'partition'.*partitions, checkpoint_every"):
+        dd.SparkRuntime(spark, partition=2)
+    with pytest.raises(TypeError, match=r"partitions=2"):
+        dd.SparkRuntime(spark, 2)
+
+
+def test_settings_out_of_range_are_named():
+    from ddflow.runtime.spark.settings import SparkSettings
+
+    for name in ("partitions", "checkpoint_every", "merge_parts"):
+        with pytest.raises(ValueError, match=f"{name} must be at least 1, got 0"):
+            SparkSettings(**{name: 0})
+    with pytest.raises(ValueError, match="merge_rows"):
+        SparkSettings(merge_rows=-1)
+    given = {"spark.sql.shuffle.partitions": "3"}
+    settings = SparkSettings(session=given)
+    given["spark.sql.shuffle.partitions"] = "5"  # the settings hold a copy
+    assert settings.session == {"spark.sql.shuffle.partitions": "3"}
 
 
 # ---------------------------------------------------------------------- null keys
@@ -519,15 +549,16 @@ def edge_expressions() -> dict[str, dd.Expr]:
 
 
 def test_expressions_match_polars_exactly(spark):
-    from ddflow.expr import compile_polars
-    from ddflow.kernels.spark import SparkKernels
+    from ddflow.expr.nodes import compile_polars
+    from ddflow.runtime.spark.kernels import SparkKernels
+    from ddflow.runtime.spark.settings import SparkSettings
     from ddflow.schema import Schema
 
     schema = Schema(EDGE)
     frame = schema.rows_to_frame(EDGE_ROWS)
     exprs = edge_expressions()
     want = frame.select([compile_polars(e, schema).alias(n) for n, e in exprs.items()])
-    k = SparkKernels(spark, 4)
+    k = SparkKernels(spark, SparkSettings(partitions=4))
     df = k.from_polars(frame)
     got = pl.from_arrow(
         df.select(*[k.compile(e, schema, n).column for n, e in exprs.items()]).toArrow()
@@ -575,15 +606,16 @@ def random_edge_rows(rng: random.Random, n: int) -> list[tuple]:
 
 
 def test_expressions_match_polars_on_random_values(spark):
-    from ddflow.expr import compile_polars
-    from ddflow.kernels.spark import SparkKernels
+    from ddflow.expr.nodes import compile_polars
+    from ddflow.runtime.spark.kernels import SparkKernels
+    from ddflow.runtime.spark.settings import SparkSettings
     from ddflow.schema import Schema
 
     schema = Schema(EDGE)
     frame = schema.rows_to_frame(random_edge_rows(random.Random(7), 400))
     exprs = edge_expressions()
     want = frame.select([compile_polars(e, schema).alias(n) for n, e in exprs.items()])
-    k = SparkKernels(spark, 4)
+    k = SparkKernels(spark, SparkSettings(partitions=4))
     got = pl.from_arrow(
         k.from_polars(frame)
         .select(*[k.compile(e, schema, n).column for n, e in exprs.items()])
@@ -595,8 +627,8 @@ def test_expressions_match_polars_on_random_values(spark):
 
 def test_every_function_compiles_and_a_missing_one_is_named(spark, monkeypatch):
     from ddflow.errors import ExpressionError
-    from ddflow.expr import FUNCTIONS
-    from ddflow.kernels import spark_expr
+    from ddflow.expr.nodes import FUNCTIONS
+    from ddflow.runtime.spark import exprs as spark_expr
     from ddflow.schema import Schema
 
     assert set(FUNCTIONS) <= set(spark_expr._FUNCTIONS)
@@ -606,8 +638,8 @@ def test_every_function_compiles_and_a_missing_one_is_named(spark, monkeypatch):
 
 
 def test_lattice_columns_match_the_scalar_lattice(spark):
-    from ddflow.kernels.spark_lattice import advance_columns, join_columns, le_column
-    from ddflow.lattice import TimeType
+    from ddflow.runtime.spark.lattice import advance_columns, join_columns, le_column
+    from ddflow.timely.lattice import TimeType
 
     tt = TimeType(("product", "lexicographic", "product"))
     rng = random.Random(5)
@@ -637,7 +669,7 @@ def dd_col(name: str) -> Any:
 
 
 def test_missing_java_is_a_clear_error(monkeypatch, tmp_path):
-    from ddflow.kernels.spark import SparkUnavailableError, require_java
+    from ddflow.runtime.spark.session import SparkUnavailableError, require_java
 
     monkeypatch.setenv("JAVA_HOME", str(tmp_path))
     with pytest.raises(SparkUnavailableError, match="JAVA_HOME"):

@@ -25,7 +25,17 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import ddflow as dd
-from ddflow.expr import Expr, coalesce, col, concat_str, greatest, least, lit, output_dtype, when
+from ddflow.expr.nodes import (
+    Expr,
+    coalesce,
+    col,
+    concat_str,
+    greatest,
+    least,
+    lit,
+    output_dtype,
+    when,
+)
 from ddflow.schema import DType, Schema
 from ddflow.testing.values import ValueRuleError, conform, evaluate, output_type
 

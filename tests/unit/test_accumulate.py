@@ -12,8 +12,10 @@ import polars as pl
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ddflow.kernels import local as L
-from ddflow.lattice import TimeType
+from ddflow.differential.batch import DIFF, KEY, QUERY_PREFIX, time_columns
+from ddflow.runtime.local.columnar import accumulate, all_before
+from ddflow.runtime.local.settings import SumSettings
+from ddflow.timely.lattice import TimeType
 
 I64 = pl.Int64()
 TIMES = {
@@ -67,27 +69,27 @@ def cases(draw: st.DrawFn, after: bool) -> tuple[TimeType, list[tuple], list[tup
 def frames(
     tt: TimeType, history: list[tuple], queries: list[tuple]
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
-    tcols, qcols = tt.columns(), L.time_columns(tt, L.QPREFIX)
+    tcols, qcols = tt.columns(), time_columns(tt, QUERY_PREFIX)
     h = pl.DataFrame(
         [(k, v, *t, d, w) for k, v, t, d, w in history],
         orient="row",
-        schema={L.KEY: I64, "v": I64, **{c: I64 for c in tcols}, L.DIFF: I64, "w": I64},
+        schema={KEY: I64, "v": I64, **{c: I64 for c in tcols}, DIFF: I64, "w": I64},
     )
     q = pl.DataFrame(
-        [(k, *t) for k, t in queries], orient="row", schema={L.KEY: I64, **{c: I64 for c in qcols}}
+        [(k, *t) for k, t in queries], orient="row", schema={KEY: I64, **{c: I64 for c in qcols}}
     )
     return h, q
 
 
 def check(tt: TimeType, history: list[tuple], queries: list[tuple]) -> None:
     h, q = frames(tt, history, queries)
-    got = L.accumulate(h, q, tt, [L.KEY], ["v"], ["w"])
-    qcols = L.time_columns(tt, L.QPREFIX)
-    rows = set(got.select([L.KEY, *qcols, "v", L.DIFF, "w"]).iter_rows())
+    got = accumulate(h, q, tt, [KEY], ["v"], SumSettings(), ["w"])
+    qcols = time_columns(tt, QUERY_PREFIX)
+    rows = set(got.select([KEY, *qcols, "v", DIFF, "w"]).iter_rows())
     assert len(rows) == got.height, "a (key, time, value) appears twice"
     assert rows == python_accumulate(history, queries, tt)
     assert got.schema == pl.Schema(
-        {L.KEY: I64, **{c: I64 for c in qcols}, "v": I64, L.DIFF: I64, "w": I64}
+        {KEY: I64, **{c: I64 for c in qcols}, "v": I64, DIFF: I64, "w": I64}
     )
 
 
@@ -97,8 +99,8 @@ def test_queries_after_the_whole_history(case):
     tt, history, queries = case
     if history and queries:
         h, q = frames(tt, history, queries)
-        tcols, qcols = tt.columns(), L.time_columns(tt, L.QPREFIX)
-        assert L.all_before(h, q, tt, tcols, qcols)
+        tcols, qcols = tt.columns(), time_columns(tt, QUERY_PREFIX)
+        assert all_before(h, q, tt, tcols, qcols)
     check(tt, history, queries)
 
 

@@ -1,6 +1,6 @@
 """ddflow sets Polars' allocator to hand freed pages back soon, by a background thread
-(``ddflow._allocator``), before Polars loads, unless the environment says otherwise: checked
-in fresh interpreters."""
+(``ddflow.runtime.local.allocator``), before Polars loads, unless the environment says
+otherwise: checked in fresh interpreters."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import re
 import subprocess
 import sys
 
-import ddflow._allocator as allocator
+import ddflow.runtime.local.allocator as allocator
 
 
 def run(script: str, env_value: str | None) -> str:

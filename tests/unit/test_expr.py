@@ -21,9 +21,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import ddflow.expr_compile as expr_compile
+import ddflow.expr.compiler as expr_compile
 from ddflow.errors import ExpressionError
-from ddflow.expr import (
+from ddflow.expr.nodes import (
     Expr,
     ExprVisitor,
     coalesce,

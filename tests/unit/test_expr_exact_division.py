@@ -5,7 +5,7 @@ import numpy as np
 import polars as pl
 
 import ddflow as dd
-from ddflow.expr import compile_polars
+from ddflow.expr.nodes import compile_polars
 from ddflow.schema import Schema
 
 

@@ -20,8 +20,8 @@ from collections.abc import Sequence
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ddflow.frontier import Antichain, ChangeBatch, MutableAntichain, minimal_sorted
-from ddflow.lattice import EPOCHS, Time, TimeType
+from ddflow.timely.frontier import Antichain, ChangeBatch, MutableAntichain, minimal_sorted
+from ddflow.timely.lattice import EPOCHS, Time, TimeType
 
 HI = 3
 

@@ -13,17 +13,26 @@ import polars as pl
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ddflow.kernels import local, local_index
-from ddflow.kernels.local import KEY, LocalKernels
-from ddflow.kernels.local_index import IndexedHistory
-from ddflow.kernels.local_reduce import (
+from ddflow.runtime.local.index import IndexedHistory
+from ddflow.runtime.local.kernels import KEY, LocalKernels
+from ddflow.runtime.local.reduce import (
     _distinct_keys,
     _interesting_times_arrays,
     interesting_times,
 )
-from ddflow.kernels.local_rows import Rows, as_rows
-from ddflow.kernels.local_rows import frame as as_frame
-from ddflow.lattice import TimeType
+from ddflow.runtime.local.rows import Rows, as_rows
+from ddflow.runtime.local.rows import frame as as_frame
+from ddflow.runtime.local.settings import (
+    IndexSettings,
+    LocalSettings,
+    LookupSettings,
+    ReduceSettings,
+)
+from ddflow.timely.lattice import TimeType
+
+#: settings that take the reduce kernels' row path at any size, and their columnar path
+ROW_PATH = LocalSettings(reduce=ReduceSettings(small_rows=10**9))
+COLUMNAR_PATH = LocalSettings(small_batch_rows=0)
 
 TIMES = [
     TimeType(("product",)),  # (a total order)
@@ -84,11 +93,9 @@ def cases(draw: st.DrawFn) -> tuple[TimeType, list[Any], list[Any]]:
 def test_interesting_times_are_the_lubs_of_subsets_holding_a_new_time(case):
     tt, new, history = case
     want = expected(new, history, tt)
-    for small_rows in (10**9, -1):  # the row path, then the columnar one
-        parts = interesting_times(
-            frame_of(new, tt), frame_of(history, tt), tt, ["k"], small_rows=small_rows
-        )
-        assert got(parts) == want, small_rows
+    for paths in (ROW_PATH, COLUMNAR_PATH):  # the row path, then the columnar one
+        parts = interesting_times(frame_of(new, tt), frame_of(history, tt), tt, ["k"], paths)
+        assert got(parts) == want, paths
         assert len({t for t, _ in parts}) == len(parts)  # one part per time
 
 
@@ -99,10 +106,8 @@ def test_incomparable_lifts_add_their_lub():
     tt = TimeType(("product", "product", "product"))
     new = [(1, (0, 2, 2))]
     history = [(1, (0, 5, 0)), (1, (0, 0, 7)), (2, (0, 9, 9))]
-    for small_rows in (10**9, -1):
-        parts = interesting_times(
-            frame_of(new, tt), frame_of(history, tt), tt, ["k"], small_rows=small_rows
-        )
+    for paths in (ROW_PATH, COLUMNAR_PATH):
+        parts = interesting_times(frame_of(new, tt), frame_of(history, tt), tt, ["k"], paths)
         assert got(parts) == {((0, 2, 2), 1), ((0, 5, 2), 1), ((0, 2, 7), 1), ((0, 5, 7), 1)}
 
 
@@ -150,8 +155,8 @@ def test_a_trace_before_the_new_times_lifts_none(case, cut, rows_part, rows_new)
         want = False
     assert got_before == want
     if got_before:
-        for small_rows in (10**9, -1):
-            alone = interesting_times(fresh, arranged.clear(), tt, ["k"], small_rows=small_rows)
+        for paths in (ROW_PATH, COLUMNAR_PATH):
+            alone = interesting_times(fresh, arranged.clear(), tt, ["k"], paths)
             assert got(alone) == expected(new, history, tt)
 
 
@@ -198,10 +203,10 @@ def chain_cases(draw: st.DrawFn) -> tuple[TimeType, list[Any], list[Any]]:
 @given(
     case=chain_cases(),
     rows_in=st.booleans(),
-    small_rows=st.sampled_from([10**9, -1]),
+    paths=st.sampled_from([ROW_PATH, COLUMNAR_PATH]),
     indexed=st.booleans(),
 )
-def test_the_array_path_keeps_its_promise_and_finds_the_closure(case, rows_in, small_rows, indexed):
+def test_the_array_path_keeps_its_promise_and_finds_the_closure(case, rows_in, paths, indexed):
     """The NumPy path returns the closure wherever it applies (:func:`chain_case`, here
     checked by enumeration), from frames, rows or the indexes of a large batch (a heavy key's
     times from the index's summary), and answers None elsewhere; its parts are one per time,
@@ -211,17 +216,16 @@ def test_the_array_path_keeps_its_promise_and_finds_the_closure(case, rows_in, s
     if rows_in:
         fresh, old = as_rows(fresh, 10**9), as_rows(old, 10**9)
     elif indexed:  # through the index of a large batch: keys of more than 2 rows heavy
-        saved = local_index.INDEXED_ROWS, local_index.HEAVY_ROWS, local.LOOKUP_SCAN
-        local_index.INDEXED_ROWS, local_index.HEAVY_ROWS, local.LOOKUP_SCAN = 1, 2, 0
-        try:
-            codes = np.unique(fresh.get_column(KEY).to_numpy())
-            batch = old.with_columns(pl.lit(1, dtype=pl.Int64).alias("__diff"))
-            read = IndexedHistory.read(LocalKernels(), [batch], codes, ["k"], tt)
-        finally:
-            local_index.INDEXED_ROWS, local_index.HEAVY_ROWS, local.LOOKUP_SCAN = saved
+        every_batch = LocalSettings(
+            index=IndexSettings(indexed_rows=1, heavy_rows=2),
+            lookups=LookupSettings(scan_rows_per_key=0),
+        )
+        codes = np.unique(fresh.get_column(KEY).to_numpy())
+        batch = old.with_columns(pl.lit(1, dtype=pl.Int64).alias("__diff"))
+        read = IndexedHistory.read(LocalKernels(every_batch), [batch], codes, ["k"], tt)
         if read is not None:
             old = read
-    parts = _interesting_times_arrays(fresh, old, tt, ["k"], small_rows)
+    parts = _interesting_times_arrays(fresh, old, tt, ["k"], paths)
     if not chain_case(new, history, tt):
         assert parts is None
         return
@@ -232,4 +236,4 @@ def test_the_array_path_keeps_its_promise_and_finds_the_closure(case, rows_in, s
         codes = as_frame(part).get_column(KEY).to_list()
         assert codes == sorted(set(codes))
         assert as_frame(part).get_column("k").to_list() == codes
-        assert isinstance(part, Rows) == (small_rows > 0)
+        assert isinstance(part, Rows) == (paths is ROW_PATH)

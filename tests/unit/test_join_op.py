@@ -10,13 +10,13 @@ from collections import Counter
 import polars as pl
 
 import ddflow as dd
-from ddflow import trace
-from ddflow.kernels.local import LocalKernels
-from ddflow.kernels.local_rows import frame
-from ddflow.lattice import TimeType
-from ddflow.operators.join import Arranger, JoinOp
+from ddflow.differential.operators.join import Arranger, JoinOp
+from ddflow.differential.trace import Spine, TraceSettings
+from ddflow.runtime.local.kernels import LocalKernels
+from ddflow.runtime.local.rows import frame
+from ddflow.runtime.local.settings import LocalSettings
 from ddflow.testing import frame_to_counter, reference
-from ddflow.trace import Spine
+from ddflow.timely.lattice import TimeType
 
 
 def test_both_sides_new_in_one_step_give_each_product_once(monkeypatch):
@@ -44,8 +44,8 @@ def test_both_sides_new_in_one_step_give_each_product_once(monkeypatch):
     monkeypatch.setattr(Spine, "holds", noting_holds)
     # (every small batch merged on insertion as the spine's geometry says, none left waiting
     # at the end: the third epoch's left batch is then merged, as this test needs)
-    monkeypatch.setattr(trace, "TAIL_BATCHES", 0)
-    flow = dd.Dataflow()
+    untailed = LocalSettings(trace=TraceSettings(tail_batches=0))
+    flow = dd.Dataflow(runtime=dd.LocalRuntime(untailed))
     left = flow.input("l", schema={"k": "int64", "a": "int64"})
     right = flow.input("r", schema={"k": "int64", "b": "int64"})
     out = left.join(right, on="k").output()

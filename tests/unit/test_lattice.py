@@ -1,4 +1,4 @@
-"""Lattice laws of :class:`ddflow.lattice.TimeType` for random mixes of product and
+"""Lattice laws of :class:`ddflow.timely.lattice.TimeType` for random mixes of product and
 lexicographic coordinates.
 
 The order is checked against a reference written from the definition (split a time into its
@@ -17,7 +17,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ddflow.lattice import EPOCHS, Time, TimeType
+from ddflow.timely.lattice import EPOCHS, Time, TimeType
 
 HI = 4  # times are drawn from 0..HI in every integer
 

@@ -1,4 +1,4 @@
-"""Reading a history's rows by query (:mod:`ddflow.kernels.local_index`): each row's query
+"""Reading a history's rows by query (:mod:`ddflow.runtime.local.index`): each row's query
 found by runs of equal key codes, as a search per row would find it."""
 
 from __future__ import annotations
@@ -8,8 +8,14 @@ import polars as pl
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ddflow.kernels import local_index
-from ddflow.kernels.local_index import positions
+from ddflow.runtime.local import index as local_index
+from ddflow.runtime.local.index import positions
+from ddflow.runtime.local.settings import (
+    IndexSettings,
+    LocalSettings,
+    LookupSettings,
+    ReduceSettings,
+)
 
 
 @settings(max_examples=200, deadline=None)
@@ -35,12 +41,8 @@ def test_positions_by_runs_equal_a_search_per_row(seed, runs, keys, asked, rows,
         np.concatenate([rng.choice(universe, size=asked), rng.integers(-(10**6), 10**6, 5)])
     ).astype(np.int64)
     qt = [rng.integers(0, 4, len(qk)), rng.integers(0, 4, len(qk))]
-    saved = local_index.RUN_SEARCH_ROWS
-    local_index.RUN_SEARCH_ROWS = 1 if low else saved
-    try:
-        pos, valid = positions(qk, qt, codes, times)
-    finally:
-        local_index.RUN_SEARCH_ROWS = saved
+    run_search_rows = 1 if low else IndexSettings().run_search_rows
+    pos, valid = positions(qk, qt, codes, times, run_search_rows)
     at = np.minimum(np.searchsorted(qk, codes), len(qk) - 1)
     want = (qk[at] == codes) & (times[0] <= qt[0][at]) & (times[1] <= qt[1][at])
     assert np.array_equal(valid, want)
@@ -65,10 +67,10 @@ def test_evaluation_slices_cut_the_queries_by_key_range(
     updates in the trace are about the limit (at most the limit's share plus one key's).
     Some batches carry an index (as the reads of a later step leave them): its bound on a
     batch's updates of the keys is never below their count."""
-    from ddflow.kernels import local_reduce
-    from ddflow.kernels.local import DIFF, KEY, LocalKernels
-    from ddflow.kernels.local_index import BatchIndex
-    from ddflow.lattice import EPOCHS
+    from ddflow.differential.batch import DIFF, KEY
+    from ddflow.runtime.local.index import BatchIndex
+    from ddflow.runtime.local.kernels import LocalKernels
+    from ddflow.timely.lattice import EPOCHS
 
     rng = np.random.default_rng(seed)
     universe = np.sort(rng.choice(10**6, size=keys, replace=False) - 5 * 10**5)
@@ -83,25 +85,17 @@ def test_evaluation_slices_cut_the_queries_by_key_range(
         for _ in range(runs)
     ]
     codes = np.unique(rng.choice(universe, size=asked)).astype(np.int64)
-    saved_heavy = local_index.HEAVY_ROWS
-    local_index.HEAVY_ROWS = heavy
-    try:
-        for p in parts:
-            if rng.random() < 0.6:
-                index = BatchIndex.of(p, EPOCHS)
-                held = p.get_column(KEY).to_numpy()
-                assert index.rows_at_most(codes) >= np.isin(held, codes).sum()
-    finally:
-        local_index.HEAVY_ROWS = saved_heavy
+    indexed = LocalSettings(index=IndexSettings(heavy_rows=heavy))
+    for p in parts:
+        if rng.random() < 0.6:
+            index = BatchIndex.of(p, EPOCHS, indexed)
+            held = p.get_column(KEY).to_numpy()
+            assert index.rows_at_most(codes) >= np.isin(held, codes).sum()
     queries = pl.DataFrame(
         {KEY: rng.choice(codes, size=3 * len(codes)), "__t0": rng.integers(0, 4, 3 * len(codes))}
     )
-    saved = local_reduce.EVALUATE_SLICE_ROWS
-    local_reduce.EVALUATE_SLICE_ROWS = limit
-    try:
-        slices = LocalKernels().evaluation_slices(queries, codes, parts)
-    finally:
-        local_reduce.EVALUATE_SLICE_ROWS = saved
+    sliced = LocalSettings(reduce=ReduceSettings(evaluate_slice_rows=limit))
+    slices = LocalKernels(sliced).evaluation_slices(queries, codes, parts)
     all_codes = np.concatenate([p.get_column(KEY).to_numpy() for p in parts])
     weight = {int(c): int(np.count_nonzero(all_codes == c)) for c in codes}
     total = sum(weight.values())
@@ -129,21 +123,17 @@ def test_evaluation_slices_cut_the_queries_by_key_range(
 def test_lookup_within_holds_the_lookup(seed, rows, keys, asked, scan_rows):
     """A join's read of a batch (``lookup_within``): the batch itself where a lookup would
     scan it, else the lookup; either way its rows of the asked keys are the lookup's."""
-    from ddflow.kernels import local
-    from ddflow.kernels.local import KEY, LocalKernels
+    from ddflow.runtime.local import kernels as local
+    from ddflow.runtime.local.kernels import KEY, LocalKernels
 
     rng = np.random.default_rng(seed)
     batch = pl.DataFrame({KEY: np.sort(rng.integers(0, keys, rows)), "x": rng.integers(0, 9, rows)})
     codes = np.unique(rng.integers(0, keys + 5, asked)).astype(np.int64)
-    k = LocalKernels(small_rows=0)
-    saved = local.LOOKUP_SCAN_ROWS
-    local.LOOKUP_SCAN_ROWS = scan_rows
-    try:
-        got = local.frame(k.lookup_within(batch, codes))
-        want = local.frame(k.lookup(batch, codes))
-        scans = len(codes) * local.LOOKUP_SCAN >= rows >= scan_rows
-    finally:
-        local.LOOKUP_SCAN_ROWS = saved
+    lookups = LookupSettings(scan_rows=scan_rows)
+    k = LocalKernels(LocalSettings(small_batch_rows=0, lookups=lookups))
+    got = local.frame(k.lookup_within(batch, codes))
+    want = local.frame(k.lookup(batch, codes))
+    scans = len(codes) * lookups.scan_rows_per_key >= rows >= scan_rows
     if scans:
         assert got is batch
     asked_rows = got.filter(pl.col(KEY).is_in(codes.tolist()))
@@ -168,14 +158,21 @@ def test_reads_of_disjoint_keys_united_and_narrowed_equal_one_read(
     indexes where a key is heavy, else by lookup), united (``union_reads``), hold the same
     updates, times and codes as one read of all the keys; narrowed to some keys
     (``keys_in``), as one read of those."""
-    from ddflow.kernels import local
-    from ddflow.kernels.local import LocalKernels
-    from ddflow.lattice import TimeType
-    from ddflow.trace import Spine
+    from ddflow.differential.trace import Spine
+    from ddflow.runtime.local import kernels as local
+    from ddflow.runtime.local.kernels import LocalKernels
+    from ddflow.timely.lattice import TimeType
 
     rng = np.random.default_rng(seed)
     tt = TimeType(("product", "product"))
-    k = LocalKernels(small_rows=small)
+    # indexes of any batch, for keys of ``heavy`` updates
+    k = LocalKernels(
+        LocalSettings(
+            small_batch_rows=small,
+            index=IndexSettings(indexed_rows=1, heavy_rows=heavy),
+            lookups=LookupSettings(scan_rows_per_key=0),
+        )
+    )
     schema = {"k": pl.Int64, "v": pl.Int64, "__t0": pl.Int64, "__t1": pl.Int64, "__diff": pl.Int64}
     spine = Spine(k, tt, ["k"], k.arrange(pl.DataFrame(schema=schema), ["k"]))
     for _ in range(runs):
@@ -194,20 +191,15 @@ def test_reads_of_disjoint_keys_united_and_narrowed_equal_one_read(
     codes = np.arange(keys, dtype=np.int64)
     first = np.sort(rng.choice(codes, size=keys // 2, replace=False))
     rest = np.setdiff1d(codes, first)
-    saved = local_index.INDEXED_ROWS, local_index.HEAVY_ROWS, local.LOOKUP_SCAN
-    local_index.INDEXED_ROWS, local_index.HEAVY_ROWS, local.LOOKUP_SCAN = 1, heavy, 0
-    try:
 
-        def read(c: np.ndarray) -> object:
-            got = k.indexed_history(spine.parts(), c, ["k"], tt)
-            return spine.lookup(c) if got is None else got
+    def read(c: np.ndarray) -> object:
+        got = k.indexed_history(spine.parts(), c, ["k"], tt)
+        return spine.lookup(c) if got is None else got
 
-        whole, united = read(codes), k.union_reads(read(first), read(rest), codes)
-        some = np.sort(rng.choice(codes, size=max(1, keys // 3), replace=False))
-        narrowed = k.keys_in(whole, some)
-        alone = read(some)
-    finally:
-        local_index.INDEXED_ROWS, local_index.HEAVY_ROWS, local.LOOKUP_SCAN = saved
+    whole, united = read(codes), k.union_reads(read(first), read(rest), codes)
+    some = np.sort(rng.choice(codes, size=max(1, keys // 3), replace=False))
+    narrowed = k.keys_in(whole, some)
+    alone = read(some)
 
     def updates(h: object) -> list:
         f = h.rows() if isinstance(h, local_index.IndexedHistory) else h
@@ -244,8 +236,8 @@ def test_gathered_rows_are_the_rows_found_in_each_batch(seed, batches, keys, row
     key column's buffer, one that is a separate column, equal to the key or not, columns in
     another order, a column with nulls, rows) gives each batch's rows of the asked keys, in
     order, as a Polars gather would."""
-    from ddflow.kernels.local import KEY, LocalKernels, share_key
-    from ddflow.kernels.local_rows import ColumnCache, Rows, batch_ranges, lookup
+    from ddflow.runtime.local.kernels import KEY, LocalKernels, share_key
+    from ddflow.runtime.local.rows import ColumnCache, Rows, batch_ranges, lookup
 
     rng = np.random.default_rng(seed)
     schema = {
@@ -293,7 +285,7 @@ def test_gathered_rows_are_the_rows_found_in_each_batch(seed, batches, keys, row
             found.append((rows_batch, got))
             want.append(got.to_frame().select(list(schema)))
             continue
-        lo, hi = batch_ranges(batch, asked_codes)
+        lo, hi = batch_ranges(batch, asked_codes, LocalSettings().lookups)
         found.append((batch, (lo, hi)))
         idx = np.concatenate(
             [np.arange(a, z) for a, z in zip(lo, hi, strict=True)] + [np.zeros(0, dtype=np.int64)]

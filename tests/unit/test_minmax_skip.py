@@ -10,6 +10,7 @@ and without the new updates."""
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import replace
 from itertools import product
 from typing import Any
 
@@ -17,12 +18,13 @@ import polars as pl
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ddflow.kernels import local_reduce
-from ddflow.kernels.local import DIFF, KEY, LocalKernels
-from ddflow.kernels.local_reduce import minmax_unchanged, reduce_prepare
-from ddflow.kernels.local_rows import Rows
-from ddflow.lattice import TimeType
-from ddflow.operators.reduce import ReduceSpec
+from ddflow.differential.operators.reduce import ReduceSpec
+from ddflow.runtime.local.kernels import DIFF, KEY, LocalKernels
+from ddflow.runtime.local.reduce import minmax_unchanged, reduce_prepare
+from ddflow.runtime.local.reduce import skips as reduce_skips
+from ddflow.runtime.local.rows import Rows
+from ddflow.runtime.local.settings import LocalSettings, ReduceSettings
+from ddflow.timely.lattice import TimeType
 
 TT = TimeType(("product", "product"))
 GRID = list(product(range(4), repeat=2))
@@ -43,6 +45,9 @@ SPECS = [
     ReduceSpec.of("agg", ["k"], aggs=[("lo", "min", "a")], out_types={"lo": I64}),
 ]
 K = LocalKernels()
+#: settings that take the skip's row path at any size, and its columnar path
+ROW_PATH = LocalSettings(reduce=ReduceSettings(small_rows=10**9))
+COLUMNAR_PATH = LocalSettings(small_batch_rows=0)
 
 value = st.one_of(st.none(), st.integers(0, 4))
 update = st.tuples(
@@ -113,11 +118,11 @@ def test_a_skipped_key_keeps_its_output_at_every_later_time(spec, history, new):
         spec.keys,
     )
     both = history + new
-    for small_rows in (10**9, -1):
+    for paths in (ROW_PATH, COLUMNAR_PATH):
         args = (new_frame, out_frame)
-        if small_rows > 0:
+        if paths is ROW_PATH:
             args = tuple(Rows(dict(a.schema), list(a.iter_rows())) for a in args)
-        skipped = minmax_unchanged(spec, *args, TT, small_rows=small_rows)
+        skipped = minmax_unchanged(spec, *args, TT, paths)
         keys = {
             row[1]
             for row in (
@@ -130,7 +135,7 @@ def test_a_skipped_key_keeps_its_output_at_every_later_time(spec, history, new):
             for t in GRID:
                 assert f(spec, accumulated(both, key, t)) == f(
                     spec, accumulated(history, key, t)
-                ), (small_rows, key, t)
+                ), (paths, key, t)
 
 
 def test_the_skip_takes_a_label_moving_above_the_min_after_the_output_changed():
@@ -144,7 +149,7 @@ def test_the_skip_takes_a_label_moving_above_the_min_after_the_output_changed():
         check_skip(spec, history, [(0, 9, None, (0, 1), -1), (0, to, None, (0, 1), 1)], skips)
 
 
-def test_the_skip_is_not_tried_on_many_new_updates_per_output_row(monkeypatch):
+def test_the_skip_is_not_tried_on_many_new_updates_per_output_row():
     """The columnar skip is not tried where the new updates far outnumber their keys' output
     rows (it would group them all to find few keys): the case above skips its key, but not
     once the limits say its two new updates are many against the key's three output rows.
@@ -153,12 +158,12 @@ def test_the_skip_is_not_tried_on_many_new_updates_per_output_row(monkeypatch):
     history = [(0, 9, None, (0, 0), 1), (0, 5, None, (0, 0), 1), (0, 2, None, (0, 2), 1)]
     new = [(0, 9, None, (0, 1), -1), (0, 7, None, (0, 1), 1)]
     check_skip(spec, history, new, 1)
-    monkeypatch.setattr(local_reduce, "SKIP_TRY_ROWS", 2)
-    monkeypatch.setattr(local_reduce, "SKIP_TRY_RATIO", 0.5)
-    check_skip(spec, history, new, 0, paths=(-1,))
-    check_skip(spec, history, new, 1, paths=(10**9,))
-    monkeypatch.setattr(local_reduce, "SKIP_TRY_ROWS", 3)  # fewer new updates than that
-    check_skip(spec, history, new, 1, paths=(-1,))
+    limits = ReduceSettings(skip_try_rows=2, skip_try_ratio=0.5)
+    check_skip(spec, history, new, 0, paths=(replace(COLUMNAR_PATH, reduce=limits),))
+    rows = replace(limits, small_rows=10**9)
+    check_skip(spec, history, new, 1, paths=(replace(ROW_PATH, reduce=rows),))
+    fewer = replace(limits, skip_try_rows=3)  # fewer new updates than that
+    check_skip(spec, history, new, 1, paths=(replace(COLUMNAR_PATH, reduce=fewer),))
 
 
 def test_the_skip_is_bounded_by_every_later_output():
@@ -203,13 +208,13 @@ def test_the_row_skip_tests_each_time_where_one_bound_for_all_is_too_coarse():
         (0, 6, None, (1, 2), -1),
         (0, 4, None, (1, 2), 1),
     ]
-    check_skip(spec, history, falling, 0, paths=(-1,))
-    check_skip(spec, history, falling, 1, paths=(10**9,))
+    check_skip(spec, history, falling, 0, paths=(COLUMNAR_PATH,))
+    check_skip(spec, history, falling, 1, paths=(ROW_PATH,))
     lower = [*falling[:-1], (0, 2, None, (1, 2), 1)]
-    check_skip(spec, history, lower, 0, paths=(10**9,))
+    check_skip(spec, history, lower, 0, paths=(ROW_PATH,))
     # the same label retracted where it is the key's min (3 at (1, 2)): not skipped
     check_skip(
-        spec, history, [(0, 3, None, (1, 2), -1), (0, 7, None, (1, 2), 1)], 0, paths=(10**9,)
+        spec, history, [(0, 3, None, (1, 2), -1), (0, 7, None, (1, 2), 1)], 0, paths=(ROW_PATH,)
     )
 
 
@@ -220,8 +225,12 @@ def test_the_row_skip_tests_only_times_after_a_new_update():
     is not."""
     spec = SPECS[2]
     history = [(0, 5, None, (1, 2), 1), (0, 5, None, (2, 1), 1)]
-    check_skip(spec, history, [(0, 8, None, (1, 2), 1), (0, 7, None, (2, 1), 1)], 1, paths=(10**9,))
-    check_skip(spec, history, [(0, 8, None, (1, 2), 1), (0, 4, None, (2, 2), 1)], 0, paths=(10**9,))
+    check_skip(
+        spec, history, [(0, 8, None, (1, 2), 1), (0, 7, None, (2, 1), 1)], 1, paths=(ROW_PATH,)
+    )
+    check_skip(
+        spec, history, [(0, 8, None, (1, 2), 1), (0, 4, None, (2, 2), 1)], 0, paths=(ROW_PATH,)
+    )
 
 
 def check_skip(
@@ -229,7 +238,7 @@ def check_skip(
     history: list[Any],
     new: list[Any],
     skips: int,
-    paths: tuple[int, ...] = (10**9, -1),
+    paths: tuple[LocalSettings, ...] = (ROW_PATH, COLUMNAR_PATH),
 ) -> None:
     tcols = TT.columns()
     schema = {"k": I64, "a": I64, "b": I64, **{c: I64 for c in tcols}, DIFF: I64}
@@ -243,9 +252,9 @@ def check_skip(
         ),
         spec.keys,
     )
-    for small_rows in paths:
-        skipped = minmax_unchanged(spec, new_frame, out_frame, TT, small_rows=small_rows)
-        assert skipped.height == skips, small_rows
+    for path in paths:
+        skipped = minmax_unchanged(spec, new_frame, out_frame, TT, path)
+        assert skipped.height == skips, path
 
 
 ONE_EXTREME = [
@@ -315,23 +324,23 @@ def test_the_array_skip_keeps_its_promise_and_agrees_with_the_other_paths(
             )
         }
 
-    applies = local_reduce._minmax_unchanged_arrays(spec, new_frame, out_frame, TT)
+    applies = reduce_skips._minmax_unchanged_arrays(spec, new_frame, out_frame, TT)
     assert (applies is None) == (least and spec.aggs[0][1] == "max")
-    arrays = keys_of(minmax_unchanged(spec, new_frame, out_frame, TT, small_rows=-1))
+    arrays = keys_of(minmax_unchanged(spec, new_frame, out_frame, TT, COLUMNAR_PATH))
     rows = keys_of(
         minmax_unchanged(
             spec,
             *(Rows(dict(a.schema), list(a.iter_rows())) for a in (new_frame, out_frame)),
             TT,
-            small_rows=10**9,
+            ROW_PATH,
         )
     )
-    original = local_reduce._minmax_unchanged_arrays
-    local_reduce._minmax_unchanged_arrays = lambda *a: None
+    original = reduce_skips._minmax_unchanged_arrays
+    reduce_skips._minmax_unchanged_arrays = lambda *a: None
     try:
-        polars = keys_of(minmax_unchanged(spec, new_frame, out_frame, TT, small_rows=-1))
+        polars = keys_of(minmax_unchanged(spec, new_frame, out_frame, TT, COLUMNAR_PATH))
     finally:
-        local_reduce._minmax_unchanged_arrays = original
+        reduce_skips._minmax_unchanged_arrays = original
     assert arrays == polars
     assert arrays <= rows  # (the row path also tests each time: see the test below)
     if applies is not None:
@@ -382,11 +391,11 @@ def test_a_record_the_distinct_skip_returns_is_present_or_absent_as_before(histo
     )
     out_frame = K.arrange(pl.DataFrame(out_rows, orient="row", schema=schema), DISTINCT.keys)
     found = []
-    for small_rows in (10**9, -1):
+    for paths in (ROW_PATH, COLUMNAR_PATH):
         args = (new_frame, out_frame)
-        if small_rows > 0:
+        if paths is ROW_PATH:
             args = tuple(Rows(dict(a.schema), list(a.iter_rows())) for a in args)
-        skipped = local_reduce.distinct_unchanged(DISTINCT, *args, TT, small_rows=small_rows)
+        skipped = reduce_skips.distinct_unchanged(DISTINCT, *args, TT, paths)
         rows = skipped.rows if isinstance(skipped, Rows) else skipped.select([KEY, "k", "a"]).rows()
         found.append({(k, a) for _, k, a in rows})
     assert found[0] == found[1]
@@ -418,6 +427,6 @@ def test_the_distinct_skip_takes_an_insertion_of_a_record_present_since_before()
         ([(3, 0, 1, 1, 1)], 0),
     ):
         batch = K.arrange(pl.DataFrame(new, orient="row", schema=schema), DISTINCT.keys)
-        for small_rows in (10**9, -1):
-            got = local_reduce.distinct_unchanged(DISTINCT, batch, out, TT, small_rows)
-            assert got.height == skips, (new, small_rows)
+        for paths in (ROW_PATH, COLUMNAR_PATH):
+            got = reduce_skips.distinct_unchanged(DISTINCT, batch, out, TT, paths)
+            assert got.height == skips, (new, paths)

@@ -1,6 +1,6 @@
 """Checking ``when`` chains: cases that mutation testing (``python tools/mutation.py
 expr_compile``) found no test pinning. Each test names the mutant of
-``src/ddflow/expr_compile.py`` it kills. Conditions and values past the first branch are what
+``src/ddflow/expr/compiler.py`` it kills. Conditions and values past the first branch are what
 the older tests never varied."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from ddflow.errors import ExpressionError
-from ddflow.expr import col, lit, output_dtype, when
+from ddflow.expr.nodes import col, lit, output_dtype, when
 from ddflow.schema import Schema
 
 S = Schema({"i": "int64?", "j": "int32", "s": "str?", "b": "bool?", "c": "bool"})

@@ -1,10 +1,10 @@
 """Progress tracking: cases that mutation testing (``python tools/mutation.py progress``) found
-no test pinning. Each test names the mutant of ``src/ddflow/progress.py`` it kills."""
+no test pinning. Each test names the mutant of ``src/ddflow/timely/progress.py`` it kills."""
 
 from __future__ import annotations
 
-from ddflow.lattice import EPOCHS
-from ddflow.progress import ProgressGraph, Tracker
+from ddflow.timely.lattice import EPOCHS
+from ddflow.timely.progress import ProgressGraph, Tracker
 
 
 def test_merging_node_1_leaves_the_second_input_of_another_node_tracked():

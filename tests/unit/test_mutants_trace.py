@@ -1,18 +1,19 @@
 """Arrangements: cases that mutation testing (``python tools/mutation.py trace``) found no test
-pinning. Each test names the mutant of ``src/ddflow/trace.py`` it kills."""
+pinning. Each test names the mutant of ``src/ddflow/differential/trace.py`` it kills."""
 
 from __future__ import annotations
 
 import polars as pl
 import pytest
 
-from ddflow import trace
-from ddflow.kernels.local import LocalKernels
-from ddflow.kernels.local_rows import frame as as_frame
-from ddflow.lattice import TimeType
-from ddflow.trace import Spine
+from ddflow.differential import trace
+from ddflow.differential.trace import Spine, TraceSettings
+from ddflow.runtime.local.kernels import LocalKernels
+from ddflow.runtime.local.rows import frame as as_frame
+from ddflow.timely.lattice import TimeType
 
 TT = TimeType(("product", "product"))
+DEFAULT = TraceSettings()
 K = LocalKernels()
 COLUMNS = ["k", "v", "__t0", "__t1", "__diff"]
 
@@ -50,10 +51,10 @@ def test_compaction_finishes_a_merge_in_progress_at_the_end_of_the_spine():
     # mutant: Spine.compact finishing merges in progress from ``len(batches) - 2`` down, so a
     # merge just begun by the last insert (the newest batch) was left a Merging and handed
     # to the merge kernel as if it were a batch
-    n = trace.TAIL_ROWS + 1  # (smaller batches may wait at the end unmerged)
+    n = DEFAULT.tail_rows + 1  # (smaller batches may wait at the end unmerged)
     first = [(k, 1, 0, 0, 1) for k in range(n)]
     second = [(k, 1 + k % 2, 1, 0, 1 - 2 * (k % 3 == 0)) for k in range(n)]
-    s = Spine(K, TT, ["k"], batch([]), fueled_rows=2)
+    s = Spine(K, TT, ["k"], batch([]), settings=TraceSettings(fueled_rows=2))
     insert(s, first)
     insert(s, second)
     assert type(s.batches[-1]) is trace.Merging
@@ -130,22 +131,22 @@ def accumulated(rows):
 
 
 def two_large_batches():
-    n = trace.TAIL_ROWS + 1  # 65 keys, each in both batches
+    n = DEFAULT.tail_rows + 1  # 65 keys, each in both batches
     first = [(k, 1, 0, 0, 1) for k in range(n)]
     second = [(k, 1 + k % 2, 1, 0, 1 - 2 * (k % 3 == 0)) for k in range(n)]
     return first, second
 
 
-def test_a_large_merge_advances_a_range_of_keys_per_fuel_chunk(monkeypatch):
+def test_a_large_merge_advances_a_range_of_keys_per_fuel_chunk():
     # mutants of Merging.work: ``finish=True`` by default (a merge done at once), fuel set
     # to the insert's instead of added (``fuel = fuel``), a step taken only past the chunk
     # (``>``), a whole merge in one step (``rows = size``), the fuel spent not taken off
     # (``fuel = taken``, ``fuel += taken``), merged_records not counting the step
     # (``= taken``, ``-= taken``)
-    monkeypatch.setattr(trace, "FUEL_CHUNK", 2 * trace.FUEL)
     first, second = two_large_batches()
     # (mutant of Spine._merge_from: a Merging only past ``fueled_rows``, not from it on)
-    s = Spine(K, TT, ["k"], batch([]), fueled_rows=len(first) + len(second))
+    chunked = TraceSettings(fueled_rows=len(first) + len(second), fuel_chunk=2 * DEFAULT.fuel)
+    s = Spine(K, TT, ["k"], batch([]), settings=chunked)
     insert(s, first)
     insert(s, second)
     (merging,) = s.batches
@@ -155,13 +156,13 @@ def test_a_large_merge_advances_a_range_of_keys_per_fuel_chunk(monkeypatch):
     assert merging.pieces == []
     insert(s, small)  # a chunk: one range of 2 * FUEL keys, from both inputs
     assert len(merging.pieces) == 1 and not merging.done
-    assert s.merged_records == 2 * 2 * trace.FUEL
+    assert s.merged_records == 2 * 2 * DEFAULT.fuel
     for _ in range(3):  # the step took twice the chunk (both inputs' updates): a debt
         insert(s, small)
         assert len(merging.pieces) == 1
     insert(s, small)
     assert len(merging.pieces) == 2
-    assert s.merged_records == 2 * 2 * 2 * trace.FUEL
+    assert s.merged_records == 2 * 2 * 2 * DEFAULT.fuel
     inserted = first + second + 6 * small
     while any(type(b) is trace.Merging for b in s.batches):
         insert(s, small)
@@ -170,11 +171,11 @@ def test_a_large_merge_advances_a_range_of_keys_per_fuel_chunk(monkeypatch):
     assert accumulated(updates(s)) == accumulated(inserted)
 
 
-def test_a_merge_in_steps_advances_times_to_since(monkeypatch):
+def test_a_merge_in_steps_advances_times_to_since():
     # mutant: Merging.work merging a range with since None (times kept as inserted: a trace
     # merged in steps never compacted)
-    monkeypatch.setattr(trace, "FUEL_CHUNK", 2 * trace.FUEL)
-    s = Spine(K, TT, ["k"], batch([]), fueled_rows=100)
+    chunked = TraceSettings(fueled_rows=100, fuel_chunk=2 * DEFAULT.fuel)
+    s = Spine(K, TT, ["k"], batch([]), settings=chunked)
     s.handle().set_since([(1, 0)])
     for rows in two_large_batches():
         insert(s, rows)

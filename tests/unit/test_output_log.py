@@ -7,32 +7,29 @@ from __future__ import annotations
 from collections import Counter
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import ddflow as dd
-from ddflow import dataflow
-from ddflow.kernels.local_rows import Rows
+from ddflow.runtime.local.rows import Rows
+from ddflow.runtime.local.settings import LocalSettings
 from ddflow.testing import frame_to_counter
 
 _epoch = st.lists(st.tuples(st.integers(0, 5), st.sampled_from([1, 1, -1])), max_size=6)
 
 
 @pytest.mark.parametrize("held", [1, 3, 256])
-@settings(
-    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
-)  # (one value for all)
+@settings(max_examples=25, deadline=None)
 @given(
     epochs=st.lists(st.tuples(_epoch, st.booleans(), st.booleans()), min_size=1, max_size=14),
     wide=st.integers(0, 13),
 )
-def test_snapshots_and_changes_read_every_epoch_as_given(held, epochs, wide, monkeypatch):
+def test_snapshots_and_changes_read_every_epoch_as_given(held, epochs, wide):
     """A count per key over epochs of a few updates (one epoch of many: changes given as a
     frame), with reads (a snapshot at every complete epoch, and the changes) after random
     epochs and at the end: each snapshot is the counts accumulated through its epoch, and the
     changes sum to them. ``held``: epochs held as rows before they are made a frame."""
-    monkeypatch.setattr(dataflow, "HELD_EPOCHS", held)
-    flow = dd.Dataflow()
+    flow = dd.Dataflow(runtime=dd.LocalRuntime(LocalSettings(held_epochs=held)))
     xs = flow.input("xs", schema={"k": "int64"})
     out = xs.group_by("k").agg(n=dd.count()).output()
     live: Counter = Counter()
@@ -50,11 +47,11 @@ def test_snapshots_and_changes_read_every_epoch_as_given(held, epochs, wide, mon
         flow.advance_to(epoch + 1)
         flow.run()
         expected.append(Counter({(k, n): 1 for k, n in live.items() if n}))
-        kinds.update(type(c).__name__ for _, _, c in out._log)
+        kinds.update(type(c).__name__ for _, _, c in out._log.entries)
         if read:
             _check(out, expected)
     _check(out, expected)
-    assert all(type(c) is not Rows for _, _, c in out._log)  # (read: all frames now)
+    assert all(type(c) is not Rows for _, _, c in out._log.entries)  # (read: all frames now)
     assert kinds <= {"Rows", "DataFrame"}
 
 
@@ -67,26 +64,25 @@ def _check(out: dd.Output, expected: list[Counter]) -> None:
     assert +total == expected[-1]
 
 
-def test_epochs_of_small_changes_are_held_as_rows_until_read(monkeypatch):
+def test_epochs_of_small_changes_are_held_as_rows_until_read():
     """Small changes are kept as rows (no frame made per epoch); a read, or the
-    ``HELD_EPOCHS``-th epoch held, makes the run of them one frame."""
-    monkeypatch.setattr(dataflow, "HELD_EPOCHS", 4)
-    flow = dd.Dataflow()
+    ``held_epochs``-th epoch held, makes the run of them one frame."""
+    flow = dd.Dataflow(runtime=dd.LocalRuntime(LocalSettings(held_epochs=4)))
     xs = flow.input("xs", schema={"k": "int64"})
     out = xs.group_by("k").agg(n=dd.count()).output()
     for epoch in range(3):
         xs.insert([(epoch,)])
         flow.advance_to(epoch + 1)
         flow.run()
-    assert [type(c) for _, _, c in out._log] == [Rows] * 3
+    assert [type(c) for _, _, c in out._log.entries] == [Rows] * 3
     assert frame_to_counter(out.snapshot(epoch=1)) == Counter({(0, 1): 1, (1, 1): 1})
-    assert [(a, b, type(c).__name__) for a, b, c in out._log] == [(0, 2, "DataFrame")]
+    assert [(a, b, type(c).__name__) for a, b, c in out._log.entries] == [(0, 2, "DataFrame")]
     for epoch in range(3, 7):
         xs.insert([(epoch,)])
         flow.advance_to(epoch + 1)
         flow.run()
     # (the fourth epoch held made the run of four one frame)
-    assert [(a, b, type(c).__name__) for a, b, c in out._log] == [
+    assert [(a, b, type(c).__name__) for a, b, c in out._log.entries] == [
         (0, 2, "DataFrame"),
         (3, 6, "DataFrame"),
     ]
@@ -95,7 +91,7 @@ def test_epochs_of_small_changes_are_held_as_rows_until_read(monkeypatch):
         flow.advance_to(epoch + 1)
         flow.run()
     # (many changes: given as a frame, between runs of rows)
-    assert [(a, b, type(c).__name__) for a, b, c in out._log] == [
+    assert [(a, b, type(c).__name__) for a, b, c in out._log.entries] == [
         (0, 2, "DataFrame"),
         (3, 6, "DataFrame"),
         (7, 7, "Rows"),
@@ -105,4 +101,4 @@ def test_epochs_of_small_changes_are_held_as_rows_until_read(monkeypatch):
     ]
     got = frame_to_counter(out.snapshot(epoch=9))
     assert got == Counter({(k, 1): 1 for k in [*range(7), 100, *range(1000, 1600), 101]})
-    assert [(a, b) for a, b, _ in out._log] == [(0, 2), (3, 6), (7, 7), (8, 8), (9, 10)]
+    assert [(a, b) for a, b, _ in out._log.entries] == [(0, 2), (3, 6), (7, 7), (8, 8), (9, 10)]

@@ -19,8 +19,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ddflow.lattice import EPOCHS, Time, TimeType
-from ddflow.progress import ProgressGraph, Summary, Tracker
+from ddflow.timely.lattice import EPOCHS, Time, TimeType
+from ddflow.timely.progress import ProgressGraph, Summary, Tracker
 
 PRODUCT = TimeType(("product", "product"))
 coordinates = st.sampled_from(["product", "lexicographic"])

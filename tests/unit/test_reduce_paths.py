@@ -10,7 +10,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import ddflow as dd
-from ddflow.operators.reduce import ReduceOp
+from ddflow.differential.operators.reduce import ReduceOp
+from ddflow.runtime.local.settings import IndexSettings, LocalSettings, LookupSettings
 from ddflow.testing import frame_to_counter, reference
 
 
@@ -277,25 +278,30 @@ def test_inputs_advancing_apart_match_reference(query, epochs, order, runs, rows
 
 
 class IndexedReads:
-    """Lowers the thresholds of indexed reads (:mod:`ddflow.kernels.local_index`) so that
-    small flows use them, and counts the histories and batch indexes made."""
+    """Settings with the thresholds of indexed reads (:mod:`ddflow.runtime.local.index`)
+    lowered so that small flows use them (:meth:`runtime`), and, within, a count of the
+    histories and batch indexes made."""
+
+    #: batches of 6 updates or more indexed for their keys of 2 or more, whatever the keys read
+    SETTINGS = LocalSettings(
+        index=IndexSettings(indexed_rows=6, heavy_rows=2),
+        lookups=LookupSettings(scan_rows_per_key=1),
+    )
 
     def __init__(self) -> None:
         self.histories = 0
         self.indexes = 0
 
-    def __enter__(self) -> IndexedReads:
-        from ddflow.kernels import local, local_index
+    @staticmethod
+    def runtime(small_batch_rows: int) -> dd.LocalRuntime:
+        """The local runtime with these settings."""
+        return dd.LocalRuntime(IndexedReads.SETTINGS, small_batch_rows=small_batch_rows)
 
-        self.saved = (
-            local_index.INDEXED_ROWS,
-            local_index.HEAVY_ROWS,
-            local.LOOKUP_SCAN,
-            local_index.IndexedHistory.__init__,
-            local_index.BatchIndex.__init__,
-        )
-        local_index.INDEXED_ROWS, local_index.HEAVY_ROWS, local.LOOKUP_SCAN = 6, 2, 1
-        history_init, index_init = self.saved[3], self.saved[4]
+    def __enter__(self) -> IndexedReads:
+        from ddflow.runtime.local import index as local_index
+
+        self.saved = (local_index.IndexedHistory.__init__, local_index.BatchIndex.__init__)
+        history_init, index_init = self.saved
 
         def count_history(obj, *args, **kw):
             self.histories += 1
@@ -310,15 +316,9 @@ class IndexedReads:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        from ddflow.kernels import local, local_index
+        from ddflow.runtime.local import index as local_index
 
-        (
-            local_index.INDEXED_ROWS,
-            local_index.HEAVY_ROWS,
-            local.LOOKUP_SCAN,
-            local_index.IndexedHistory.__init__,
-            local_index.BatchIndex.__init__,
-        ) = self.saved
+        local_index.IndexedHistory.__init__, local_index.BatchIndex.__init__ = self.saved
 
 
 def _run_against_reference(flow, inp, out, batches, name):
@@ -340,7 +340,7 @@ def test_indexed_reads_of_connected_components_match_the_reference(rows):
     the indexes need, and small evaluations take the reduce's row path.)"""
     rng = random.Random(11)
     with IndexedReads() as reads:
-        flow = dd.Dataflow(dd.LocalRuntime(small_batch_rows=rows))
+        flow = dd.Dataflow(IndexedReads.runtime(rows))
         edges = flow.input("edges", schema={"src": "int64", "dst": "int64"})
         out = dd.graph.connected_components(edges).output()
         live: list[tuple[int, int]] = []
@@ -371,7 +371,7 @@ def test_indexed_reads_of_a_min_or_max_with_retractions_match_the_reference(agg,
     """A keyed min (max) over random updates with retractions (multiplicities can go
     negative), read through indexes: each epoch against the reference."""
     with IndexedReads():
-        flow = dd.Dataflow(dd.LocalRuntime(small_batch_rows=0))
+        flow = dd.Dataflow(IndexedReads.runtime(0))
         xs = flow.input("xs", schema={"k": "int64", "v": "int64"}, signed=True)
         pick = dd.min("v") if agg == "min" else dd.max("v")
         out = xs.group_by("k").agg(m=pick).output()
@@ -384,7 +384,7 @@ def test_a_prioritized_loop_reads_its_min_without_indexes():
     reference."""
     rng = random.Random(4)
     with IndexedReads() as reads:
-        flow = dd.Dataflow(dd.LocalRuntime(small_batch_rows=0))
+        flow = dd.Dataflow(IndexedReads.runtime(0))
         edges = flow.input("edges", schema={"src": "int64", "dst": "int64"})
         out = dd.graph.connected_components(edges, prioritized=True).output()
         batches = [[(rng.randrange(12), rng.randrange(12), 1) for _ in range(25)]]

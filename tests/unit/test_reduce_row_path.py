@@ -4,6 +4,7 @@ function gives the same corrections, dtypes included."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from itertools import pairwise
 from typing import Any
 
@@ -14,19 +15,30 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from polars.testing import assert_frame_equal
 
-from ddflow.kernels import local_reduce, local_rows
-from ddflow.kernels.local import DIFF, KEY, LocalKernels
-from ddflow.kernels.local_reduce import (
+from ddflow.differential.operators.reduce import ReduceSpec
+from ddflow.runtime.local import reduce as local_reduce
+from ddflow.runtime.local import rows as local_rows
+from ddflow.runtime.local.kernels import DIFF, KEY, LocalKernels
+from ddflow.runtime.local.reduce import (
+    evaluation,
     interesting_times,
     reduce_evaluate,
     reduce_prepare,
     time_queries,
 )
-from ddflow.kernels.local_rows import frame as as_frame
-from ddflow.lattice import TimeType
-from ddflow.operators.reduce import ReduceSpec
+from ddflow.runtime.local.rows import frame as as_frame
+from ddflow.runtime.local.settings import (
+    IndexSettings,
+    LocalSettings,
+    LookupSettings,
+    ReduceSettings,
+)
+from ddflow.timely.lattice import TimeType
 
 I64, STR = pl.Int64(), pl.String()
+#: settings that take the reduce kernels' row path at any size, and their columnar path
+ROW_PATH = LocalSettings(reduce=ReduceSettings(small_rows=10**9))
+COLUMNAR_PATH = LocalSettings(small_batch_rows=0)
 TIMES = [
     TimeType(("product",)),
     TimeType(("product", "product")),
@@ -151,22 +163,19 @@ def consolidated(frame: pl.DataFrame) -> pl.DataFrame:
 def test_row_path_equals_columnar_path(case):
     kind, tt, queries, history, out_history = case
     spec = SPECS[kind]
-    rows = as_frame(reduce_evaluate(spec, queries, history, out_history, tt, small_rows=10**9))
-    columnar = as_frame(reduce_evaluate(spec, queries, history, out_history, tt, small_rows=-1))
+    rows = as_frame(reduce_evaluate(spec, queries, history, out_history, tt, ROW_PATH))
+    columnar = as_frame(reduce_evaluate(spec, queries, history, out_history, tt, COLUMNAR_PATH))
     assert_frame_equal(consolidated(rows), consolidated(columnar), check_exact=True)
     # one query per key (each key's group read at one time, as a small update's steps ask)
     once = queries.unique(subset=[KEY, *spec.keys], keep="first", maintain_order=True)
-    once_rows = reduce_evaluate(spec, once, history, out_history, tt, small_rows=10**9)
-    once_columnar = reduce_evaluate(spec, once, history, out_history, tt, small_rows=-1)
+    once_rows = reduce_evaluate(spec, once, history, out_history, tt, ROW_PATH)
+    once_columnar = reduce_evaluate(spec, once, history, out_history, tt, COLUMNAR_PATH)
     assert_frame_equal(
         consolidated(as_frame(once_rows)), consolidated(as_frame(once_columnar)), check_exact=True
     )
     # the columnar path in slices of keys, as for a large history
-    limit, local_reduce.EVALUATE_SLICE_ROWS = local_reduce.EVALUATE_SLICE_ROWS, 3
-    try:
-        sliced = as_frame(reduce_evaluate(spec, queries, history, out_history, tt, small_rows=-1))
-    finally:
-        local_reduce.EVALUATE_SLICE_ROWS = limit
+    in_slices = replace(COLUMNAR_PATH, reduce=ReduceSettings(evaluate_slice_rows=3))
+    sliced = as_frame(reduce_evaluate(spec, queries, history, out_history, tt, in_slices))
     assert_frame_equal(consolidated(sliced), consolidated(columnar), check_exact=True)
 
 
@@ -198,10 +207,8 @@ def test_a_value_that_cancels_by_the_query_time_is_not_in_the_group(kind):
                 for t in at
             ]
         )
-        for small_rows in (10**9, -1):
-            got = as_frame(
-                reduce_evaluate(spec, queries, history, out_history, tt, small_rows=small_rows)
-            )
+        for paths in (ROW_PATH, COLUMNAR_PATH):
+            got = as_frame(reduce_evaluate(spec, queries, history, out_history, tt, paths))
             at_1 = consolidated(got.filter(pl.col("__t0") == 1).drop("__t0"))
             if kind == "reduce":  # one value left: the median 7 of one distinct row
                 want = [(1, 7, 1, 1)] if at == [1] else [(1, 7, 1, 1), (1, 5, 2, -1)]
@@ -212,7 +219,7 @@ def test_a_value_that_cancels_by_the_query_time_is_not_in_the_group(kind):
                     r for r in at_1.select(["k", "v", "s", DIFF]).rows() if r[:3] == (1, 5, "a")
                 ]
                 want = [(1, 5, "a", -1)] if kind == "distinct" and at == [0, 1] else []
-                assert rows == want, (at, small_rows)
+                assert rows == want, (at, paths)
 
 
 def test_float_columns_take_the_columnar_path():
@@ -224,8 +231,8 @@ def test_float_columns_take_the_columnar_path():
     empty = LocalKernels().arrange(
         pl.DataFrame(schema={"k": I64, "t": pl.Float64(), "__t0": I64, DIFF: I64}), ["k"]
     )
-    small = as_frame(reduce_evaluate(spec, queries, history, empty, tt, small_rows=10**9))
-    columnar = as_frame(reduce_evaluate(spec, queries, history, empty, tt, small_rows=-1))
+    small = as_frame(reduce_evaluate(spec, queries, history, empty, tt, ROW_PATH))
+    columnar = as_frame(reduce_evaluate(spec, queries, history, empty, tt, COLUMNAR_PATH))
     # Polars' grouped sum, not Python's left-to-right one (which differs here)
     assert small.get_column("t").to_list() == columnar.get_column("t").to_list()
     assert columnar.get_column("t").to_list() != [0.1 + 0.2 + 0.3]
@@ -246,20 +253,20 @@ def test_interesting_times_and_queries_rows_equal_columnar(case, cut):
     kind, tt, _, history, _ = case
     spec = SPECS[kind]
     new, old = history.head(cut), history.slice(cut)
-    rows = interesting_times(new, old, tt, spec.keys, small_rows=10**9)
-    columnar = interesting_times(new, old, tt, spec.keys, small_rows=-1)
+    rows = interesting_times(new, old, tt, spec.keys, ROW_PATH)
+    columnar = interesting_times(new, old, tt, spec.keys, COLUMNAR_PATH)
     assert as_sets(rows) == as_sets(columnar)
     for parts in (rows, columnar):
         for _, part in parts:
             assert as_frame(part).schema == new.select([KEY, *spec.keys]).schema
     pending = {t: [f] for t, f in columnar}
     if pending:
-        q_rows = as_frame(time_queries(pending, tt, small_rows=10**9))
-        q_columnar = as_frame(time_queries(pending, tt, small_rows=-1))
+        q_rows = as_frame(time_queries(pending, tt, ROW_PATH))
+        q_columnar = as_frame(time_queries(pending, tt, COLUMNAR_PATH))
         assert q_rows.schema == q_columnar.schema
         assert sorted(q_rows.iter_rows(), key=repr) == sorted(q_columnar.iter_rows(), key=repr)
         # a time pending in two frames (two steps' keys) holds each key once
-        twice = as_frame(time_queries({t: [f, f] for t, f in columnar}, tt, small_rows=-1))
+        twice = as_frame(time_queries({t: [f, f] for t, f in columnar}, tt, COLUMNAR_PATH))
         assert sorted(twice.iter_rows(), key=repr) == sorted(q_columnar.iter_rows(), key=repr)
 
 
@@ -324,17 +331,15 @@ def evaluate_with(
 ) -> pl.DataFrame:
     """The columnar evaluation with ``_extreme_by_bound`` replaced by ``bounded``, tried on
     histories of any size and taken whatever share of them is below the bounds."""
-    saved = (local_reduce._extreme_by_bound, local_reduce.BOUNDED_ROWS, local_reduce.BOUNDED_SHARE)
-    local_reduce._extreme_by_bound = bounded
-    local_reduce.BOUNDED_ROWS, local_reduce.BOUNDED_SHARE = 0, 1.0
+    always = replace(COLUMNAR_PATH, reduce=ReduceSettings(bounded_rows=0, bounded_share=1.0))
+    saved = evaluation._extreme_by_bound
+    evaluation._extreme_by_bound = bounded
     try:
         return consolidated(
-            as_frame(reduce_evaluate(spec, queries, history, out_history, tt, small_rows=-1))
+            as_frame(reduce_evaluate(spec, queries, history, out_history, tt, always))
         )
     finally:
-        (local_reduce._extreme_by_bound, local_reduce.BOUNDED_ROWS, local_reduce.BOUNDED_SHARE) = (
-            saved
-        )
+        evaluation._extreme_by_bound = saved
 
 
 @settings(max_examples=400, deadline=None)
@@ -344,7 +349,7 @@ def test_bounded_min_max_equals_the_general_path(case):
     current output, counting the rest, against the general path that sums every value."""
     spec, tt, queries, history, out_history = case
     general = evaluate_with(lambda *a: None, spec, tt, queries, history, out_history)
-    real = local_reduce._extreme_by_bound
+    real = evaluation._extreme_by_bound
     taken: list[bool] = []
 
     def spy(*args: Any) -> Any:
@@ -371,10 +376,19 @@ def test_indexed_history_equals_the_updates_it_indexes(case, cuts, by_value, hea
     front of a key's rows where the batch is sorted by value) against the same updates read
     whole: the evaluation (bounded path, then the general path on every update) and the
     interesting times."""
-    from ddflow.kernels import local, local_index
+    from ddflow.runtime.local import index as local_index
 
     spec, tt, queries, history, out_history = case
-    k = LocalKernels()
+    # indexes of any batch, for keys of ``heavy`` updates, summed in ranges of keys
+    k = LocalKernels(
+        LocalSettings(
+            index=IndexSettings(indexed_rows=1, heavy_rows=heavy, summary_rows=summary_rows),
+            lookups=LookupSettings(scan_rows_per_key=0),
+        )
+    )
+    row_path = replace(k.settings, reduce=ReduceSettings(small_rows=10**9))
+    columnar = replace(k.settings, small_batch_rows=0)
+    in_slices = replace(columnar, reduce=ReduceSettings(evaluate_slice_rows=3))
     tcols = tt.columns()
     (value,) = spec.values
     # the history cut into arranged batches; some sorted by value within each key
@@ -386,84 +400,57 @@ def test_indexed_history_equals_the_updates_it_indexes(case, cuts, by_value, hea
             part = part.sort([KEY, value, *tcols])
         parts.append(part)
     codes = np.unique(queries.get_column(KEY).to_numpy())
-    saved = (
-        local_index.INDEXED_ROWS,
-        local_index.HEAVY_ROWS,
-        local.LOOKUP_SCAN,
-        local_index.SUMMARY_ROWS,
-    )
-    (
-        local_index.INDEXED_ROWS,
-        local_index.HEAVY_ROWS,
-        local.LOOKUP_SCAN,
-        local_index.SUMMARY_ROWS,
-    ) = 1, heavy, 0, summary_rows  # (summaries in ranges of keys)
+    indexed = k.indexed_history(parts, codes, spec.keys, tt)
+    if indexed is None:  # no queried key has `heavy` updates in a batch: nothing to index
+        assert not any(
+            p.filter(pl.col(KEY).is_in(codes.tolist()))
+            .group_by(KEY)
+            .len()
+            .filter(pl.col("len") >= heavy)
+            .height
+            for p in parts
+        )
+        return
+    whole = pl.concat(parts)
+
+    def evaluate(h: Any, paths: LocalSettings = columnar) -> pl.DataFrame:
+        return consolidated(as_frame(reduce_evaluate(spec, queries, h, out_history, tt, paths)))
+
+    real = evaluation._extreme_by_bound
+    taken: list[bool] = []
+
+    def spy(*args: Any) -> Any:
+        result = real(*args)
+        taken.append(isinstance(args[2], local_index.IndexedHistory) and result is not None)
+        return result
+
+    evaluation._extreme_by_bound = spy
     try:
-        indexed = k.indexed_history(parts, codes, spec.keys, tt)
-        if indexed is None:  # no queried key has `heavy` updates in a batch: nothing to index
-            assert not any(
-                p.filter(pl.col(KEY).is_in(codes.tolist()))
-                .group_by(KEY)
-                .len()
-                .filter(pl.col("len") >= heavy)
-                .height
-                for p in parts
-            )
-            return
-        whole = pl.concat(parts)
-
-        def evaluate(h: Any) -> pl.DataFrame:
-            return consolidated(
-                as_frame(reduce_evaluate(spec, queries, h, out_history, tt, small_rows=-1))
-            )
-
-        real = local_reduce._extreme_by_bound
-        taken: list[bool] = []
-
-        def spy(*args: Any) -> Any:
-            result = real(*args)
-            taken.append(isinstance(args[2], local_index.IndexedHistory) and result is not None)
-            return result
-
-        local_reduce._extreme_by_bound = spy
-        limit = local_reduce.EVALUATE_SLICE_ROWS
-        try:
-            through_index = evaluate(indexed)
-            assert taken == [True]  # the bounded path read the indexes
-            # a history too large for one evaluation is cut by key range into histories
-            # read through the same indexes (not gathered whole)
-            taken.clear()
-            local_reduce.EVALUATE_SLICE_ROWS = 3
-            sliced = evaluate(indexed)
-        finally:
-            local_reduce._extreme_by_bound = real
-            local_reduce.EVALUATE_SLICE_ROWS = limit
-        assert taken and all(taken)
-        whole_result = evaluate(whole)
-        assert_frame_equal(through_index, whole_result, check_exact=True)
-        assert_frame_equal(sliced, whole_result, check_exact=True)
-        # the row path reads the heavy keys' rows straight into tuples: the same updates,
-        # and the same evaluation
-        tuples = indexed.row_tuples()
-        assert isinstance(tuples, local_rows.Rows)
-        assert tuples.names == tuple(whole.columns)
-        asked = whole.filter(pl.col(KEY).is_in(codes.tolist()))
-        assert sorted(tuples.rows) == sorted(asked.rows())
-        by_rows = consolidated(
-            as_frame(reduce_evaluate(spec, queries, indexed, out_history, tt, small_rows=10**9))
-        )
-        assert_frame_equal(by_rows, whole_result, check_exact=True)
-        new = queries.select([KEY, "k", *tcols])
-        assert as_sets(local_reduce.interesting_times(new, indexed, tt, spec.keys, -1)) == as_sets(
-            local_reduce.interesting_times(new, whole, tt, spec.keys, -1)
-        )
+        through_index = evaluate(indexed)
+        assert taken == [True]  # the bounded path read the indexes
+        # a history too large for one evaluation is cut by key range into histories
+        # read through the same indexes (not gathered whole)
+        taken.clear()
+        sliced = evaluate(indexed, in_slices)
     finally:
-        (
-            local_index.INDEXED_ROWS,
-            local_index.HEAVY_ROWS,
-            local.LOOKUP_SCAN,
-            local_index.SUMMARY_ROWS,
-        ) = saved
+        evaluation._extreme_by_bound = real
+    assert taken and all(taken)
+    whole_result = evaluate(whole)
+    assert_frame_equal(through_index, whole_result, check_exact=True)
+    assert_frame_equal(sliced, whole_result, check_exact=True)
+    # the row path reads the heavy keys' rows straight into tuples: the same updates,
+    # and the same evaluation
+    tuples = indexed.row_tuples()
+    assert isinstance(tuples, local_rows.Rows)
+    assert tuples.names == tuple(whole.columns)
+    asked = whole.filter(pl.col(KEY).is_in(codes.tolist()))
+    assert sorted(tuples.rows) == sorted(asked.rows())
+    by_rows = evaluate(indexed, row_path)
+    assert_frame_equal(by_rows, whole_result, check_exact=True)
+    new = queries.select([KEY, "k", *tcols])
+    assert as_sets(
+        local_reduce.interesting_times(new, indexed, tt, spec.keys, columnar)
+    ) == as_sets(local_reduce.interesting_times(new, whole, tt, spec.keys, columnar))
 
 
 @settings(max_examples=200, deadline=None)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import random
 from collections import Counter, defaultdict
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -13,7 +14,10 @@ import polars as pl
 import pytest
 
 import ddflow as dd
-from ddflow.operators.reduce import SMALL_KEYS, ReduceOp
+from ddflow.differential.operators.reduce import ReduceOp
+from ddflow.differential.trace import TraceSettings
+from ddflow.runtime.local.reads import CachedReads
+from ddflow.runtime.local.settings import IndexSettings, LocalSettings
 from ddflow.testing import frame_to_counter, reference
 
 
@@ -127,10 +131,13 @@ def test_a_small_step_evaluates_at_once_and_reads_each_arrangement_once(monkeypa
         assert reads == {"input": 1, "output": 1}
 
 
-def _path_components(length: int) -> tuple[dd.Dataflow, Any, Any, Counter]:
-    """Connected components over a path of ``length`` edges, loaded as the first epoch: the
-    flow, its edge input, the labels' output and the live edges."""
-    flow = dd.Dataflow()
+def _path_components(
+    length: int, settings: LocalSettings | None = None
+) -> tuple[dd.Dataflow, Any, Any, Counter]:
+    """Connected components over a path of ``length`` edges, loaded as the first epoch (on the
+    local runtime with ``settings``): the flow, its edge input, the labels' output and the
+    live edges."""
+    flow = dd.Dataflow(runtime=dd.LocalRuntime(settings))
     edges = flow.input("edges", schema={"src": "int64", "dst": "int64"})
     result = dd.graph.connected_components(edges).output()
     path = [(i, i + 1) for i in range(length)]
@@ -183,7 +190,7 @@ def test_a_key_read_before_is_not_read_again(monkeypatch):
 
     def spying(self: ReduceOp, queries: Any, keyset: Any) -> Any:
         want = set(np.asarray(keyset).tolist())
-        kept = [self._read.get(what) for what in ("input", "output")]
+        kept = [self.reads._read.get(what) for what in ("input", "output")]
         covered = all(r is not None and want <= set(np.asarray(r[0]).tolist()) for r in kept)
         before = reads["output"]
         total = sum(reads.values())
@@ -253,7 +260,7 @@ def _kept_input_read() -> tuple[ReduceOp, Any]:
     edges.insert([(2, 9)])
     flow.advance_to(2)
     flow.run()
-    kept = op._read.get("input")
+    kept = op.reads._read.get("input")
     assert kept is not None
     return op, kept
 
@@ -263,32 +270,32 @@ def test_a_kept_read_is_dropped_when_its_trace_gets_a_batch_it_was_not_given():
     is given (and adds to the read); a batch inserted otherwise drops it (its updates were
     not added), as does one given but not inserted."""
     op, kept = _kept_input_read()
-    op._refresh("input", op.input, [])
-    assert op._read.get("input") is kept  # (nothing inserted since: kept as it is)
+    op.reads._refresh("input", op.input, [])
+    assert op.reads._read.get("input") is kept  # (nothing inserted since: kept as it is)
     row = op.input.parts()[-1]  # (any arranged batch of the trace's schema)
     op.input.insert(row, op.kernels.height(row))
-    op._refresh("input", op.input, [row])
-    assert op._read.get("input") is not None  # (given: its updates added)
+    op.reads._refresh("input", op.input, [row])
+    assert op.reads._read.get("input") is not None  # (given: its updates added)
     op.input.insert(row, op.kernels.height(row))
-    op._refresh("input", op.input, [])
-    assert op._read.get("input") is None  # (not given)
-    op._keep("input", kept[0], kept[1])
-    op._refresh("input", op.input, [row])
-    assert op._read.get("input") is None  # (given, but not inserted)
+    op.reads._refresh("input", op.input, [])
+    assert op.reads._read.get("input") is None  # (not given)
+    op.reads._keep("input", kept[0], kept[1])
+    op.reads._refresh("input", op.input, [row])
+    assert op.reads._read.get("input") is None  # (given, but not inserted)
 
 
 def test_a_kept_read_is_kept_through_a_merge_when_small(monkeypatch):
     """Through a merge (here the trace compacted) a kept read of a few keys and updates is
-    kept; one of more updates than ``THROUGH_ROWS`` is dropped."""
+    kept; one of more updates than ``through_rows`` is dropped."""
     op, kept = _kept_input_read()
-    assert 0 < op._rows(kept[1]) <= ReduceOp.THROUGH_ROWS
+    assert 0 < op.reads._rows(kept[1]) <= op.reads.settings.through_rows
     op.input.compact()
-    op._refresh("input", op.input, [])
-    assert op._read.get("input") is kept
-    monkeypatch.setattr(ReduceOp, "THROUGH_ROWS", op._rows(kept[1]) - 1)
+    op.reads._refresh("input", op.input, [])
+    assert op.reads._read.get("input") is kept
+    op.reads.settings = replace(op.reads.settings, through_rows=op.reads._rows(kept[1]) - 1)
     op.input.compact()
-    op._refresh("input", op.input, [])
-    assert op._read.get("input") is None
+    op.reads._refresh("input", op.input, [])
+    assert op.reads._read.get("input") is None
 
 
 def test_a_kept_read_does_not_keep_the_batches_a_trace_let_go_of(monkeypatch):
@@ -301,12 +308,11 @@ def test_a_kept_read_does_not_keep_the_batches_a_trace_let_go_of(monkeypatch):
     import gc
     import weakref
 
-    from ddflow import trace
-    from ddflow.kernels.local_rows import Rows
+    from ddflow.differential import trace
+    from ddflow.runtime.local.rows import Rows
 
-    monkeypatch.setattr(trace, "FUELED_ROWS", 8)
-    monkeypatch.setattr(trace, "FUEL_CHUNK", 4)
-    flow, edges, result, live = _path_components(20)
+    fueled = LocalSettings(trace=TraceSettings(fueled_rows=8, fuel_chunk=4))
+    flow, edges, result, live = _path_components(20, fueled)
     reduces = [op for op in flow.worker.operators if isinstance(op, ReduceOp)]
     spines = {id(sp): sp for op in reduces for sp in (op.input, op.output)}
     seen: list[weakref.ref[Any]] = []  # every batch these traces held
@@ -321,7 +327,7 @@ def test_a_kept_read_does_not_keep_the_batches_a_trace_let_go_of(monkeypatch):
         gc.collect()
         parts = {id(p) for sp in spines.values() for p in sp.parts()}
         for op in reduces:
-            for what, kept in op._read.items():
+            for what, kept in op.reads._read.items():
                 parts.add(id(kept[1]))  # (a read's updates may be a batch itself)
                 merged = (op.input if what == "input" else op.output).merged_records
                 first = merges_at.setdefault(id(kept), (kept, merged))[1]
@@ -346,42 +352,42 @@ def test_a_kept_read_through_indexes_holds_only_batches_of_its_trace(monkeypatch
     after every step of a reduce, each batch its kept reads index is one of its trace's. Label
     propagation over epochs of insertions and deletions, each against the reference; such
     reads must be kept, and dropped for that reason."""
-    from ddflow import trace
-    from ddflow.kernels import local_index
+    from ddflow.differential import trace
 
-    monkeypatch.setattr(local_index, "INDEXED_ROWS", 200)
-    monkeypatch.setattr(local_index, "HEAVY_ROWS", 4)
-    monkeypatch.setattr(trace, "TAIL_BATCHES", 0)  # (the batches indexed merged away soon)
-    if fueled:  # (a merge's inputs are the trace's until it is done, some inserts later)
-        monkeypatch.setattr(trace, "FUELED_ROWS", 64)
-        monkeypatch.setattr(trace, "FUEL_CHUNK", 16)
+    # indexes of batches of 200 updates and more, for keys of 4 updates and more
+    indexed = IndexSettings(indexed_rows=200, heavy_rows=4)
+    # (the batches indexed merged away soon; fueled: a merge's inputs are the trace's until
+    # it is done, some inserts later)
+    merges = TraceSettings(tail_batches=0)
+    if fueled:
+        merges = replace(merges, fueled_rows=64, fuel_chunk=16)
     counts = {"indexed": 0, "dropped": 0}
     schedule = ReduceOp.schedule
-    refresh = ReduceOp._refresh
+    refresh = CachedReads._refresh
 
     def stepped(self: ReduceOp) -> None:
         schedule(self)
-        for what, (_, data, _) in self._read.items():
+        for what, (_, data, _) in self.reads._read.items():
             if hasattr(data, "indexed"):
                 counts["indexed"] += 1
                 parts = (self.input if what == "input" else self.output).parts()
                 assert all(any(b is p for p in parts) for b, _, _ in data.indexed)
 
-    def refreshing(self: ReduceOp, what: str, spine: trace.Spine, added: list[Any]) -> None:
+    def refreshing(self: CachedReads, what: str, spine: trace.Spine, added: list[Any]) -> None:
         kept = self._read.get(what)
         refresh(self, what, spine, added)
         # (dropped though only merges changed the trace, and the read is of a few keys)
         counts["dropped"] += (
             kept is not None
             and hasattr(kept[1], "indexed")
-            and len(kept[0]) <= SMALL_KEYS
+            and len(kept[0]) <= self.settings.small_keys
             and spine.inserted == kept[2][0] + len(added)
             and what not in self._read
         )
 
     monkeypatch.setattr(ReduceOp, "schedule", stepped)
-    monkeypatch.setattr(ReduceOp, "_refresh", refreshing)
-    flow = dd.Dataflow()
+    monkeypatch.setattr(CachedReads, "_refresh", refreshing)
+    flow = dd.Dataflow(runtime=dd.LocalRuntime(LocalSettings(trace=merges, index=indexed)))
     edges = flow.input("edges", schema={"src": "int64", "dst": "int64"})
     result = dd.graph.connected_components(edges).output()
     live: Counter = Counter()

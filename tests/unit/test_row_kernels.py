@@ -14,21 +14,27 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import ddflow.kernels.local as L
-import ddflow.kernels.local_reduce as LR
-from ddflow.expr import col, lit
-from ddflow.kernels.local import DIFF, KEY, LocalKernels
-from ddflow.kernels.local_reduce import minmax_unchanged, reduce_prepare
-from ddflow.kernels.local_rows import Rows, as_rows, frame, mix_code, mix_codes, rowable
-from ddflow.lattice import TimeType
-from ddflow.operators.reduce import ReduceSpec
+import ddflow.runtime.local.reduce.skips as reduce_skips
+from ddflow.differential.operators.reduce import ReduceSpec
+from ddflow.expr.nodes import col, lit
+from ddflow.runtime.local.columnar import grouped_sums, merge_arrays
+from ddflow.runtime.local.kernels import DIFF, KEY, LocalKernels
+from ddflow.runtime.local.reduce import minmax_unchanged, reduce_prepare
+from ddflow.runtime.local.rows import Rows, as_rows, frame, mix_code, mix_codes, rowable
+from ddflow.runtime.local.settings import LocalSettings, ReduceSettings, SumSettings
 from ddflow.schema import Schema
+from ddflow.timely.lattice import TimeType
 
 I64, STR = pl.Int64(), pl.String()
 OUTER = TimeType(("product",))
 TIMES = [TimeType(("product", "product")), TimeType(("product", "lexicographic"))]
 K = LocalKernels()
-COLUMNAR = LocalKernels(small_rows=0)
+COLUMNAR = LocalKernels(LocalSettings(small_batch_rows=0))
+#: the default settings' thresholds
+DEFAULT = LocalSettings()
+#: settings that take the reduce kernels' row path at any size, and their columnar path
+ROW_PATH = LocalSettings(reduce=ReduceSettings(small_rows=10**9))
+COLUMNAR_PATH = COLUMNAR.settings
 
 ints = st.one_of(st.none(), st.integers(-2, 2))
 strs = st.one_of(st.none(), st.sampled_from(["a", "b", "ab"]))
@@ -173,7 +179,7 @@ def test_merges_agree_with_a_reference(
         codes = frame(merged).get_column(KEY).to_list()
         assert codes == sorted(codes)
     # NumPy's merge is taken wherever it applies, and only there
-    in_arrays = L._merge_arrays(mixed, tt, since, (DIFF,))
+    in_arrays = merge_arrays(mixed, tt, since, (DIFF,))
     null = any(p.get_column("a").null_count() for p in parts)
     applies = tt.is_product and not null and any(p.height for p in parts)
     assert (in_arrays is not None) == applies
@@ -299,18 +305,16 @@ def skip_agrees(spec: ReduceSpec, new: Any, out_history: pl.DataFrame, tt: TimeT
     on, those keys and perhaps more."""
 
     def skipped() -> Counter:
-        return bag(
-            minmax_unchanged(spec, rows_of(frame(new)), rows_of(out_history), tt, small_rows=10**9)
-        )
+        return bag(minmax_unchanged(spec, rows_of(frame(new)), rows_of(out_history), tt, ROW_PATH))
 
-    want = bag(minmax_unchanged(spec, frame(new), out_history, tt, small_rows=-1))
+    want = bag(minmax_unchanged(spec, frame(new), out_history, tt, COLUMNAR_PATH))
     more = skipped()
-    real = LR._unchanged_at_each_time
-    LR._unchanged_at_each_time = lambda *a: False
+    real = reduce_skips._unchanged_at_each_time
+    reduce_skips._unchanged_at_each_time = lambda *a: False
     try:
         assert skipped() == want
     finally:
-        LR._unchanged_at_each_time = real
+        reduce_skips._unchanged_at_each_time = real
     assert not want - more
 
 
@@ -399,7 +403,7 @@ def test_integer_key_codes_agree(rows: list[tuple[int | None, int | None]]) -> N
 def test_floats_stay_columnar() -> None:
     f = pl.DataFrame({"x": [0.1, float("nan")], "__t0": [0, 0], DIFF: [1, 1]})
     assert not rowable(dict(f.schema))
-    assert as_rows(f) is f
+    assert as_rows(f, DEFAULT.small_batch_rows) is f
 
 
 def test_columnar_runtime_never_holds_rows() -> None:
@@ -455,7 +459,7 @@ def test_grouped_sums_by_packed_codes_equal_the_group_by(
     columns decoded from the codes in their own types. Frames that are ``runs`` sorted runs
     (as a merge of arranged batches is: one run takes neither a sort nor a gather), sorted by
     the stable sort or by Polars' (``few_runs``). With ``arrays``, the NumPy path of small
-    frames (:func:`~ddflow.kernels.local._array_sums`) instead, which sorts the columns
+    frames (:func:`~ddflow.runtime.local.kernels._array_sums`) instead, which sorts the columns
     together where the ranges are too wide to pack: sorted by the group either way."""
     schema = {
         "a": pl.Int64,
@@ -473,15 +477,13 @@ def test_grouped_sums_by_packed_codes_equal_the_group_by(
         part = pl.int_range(pl.len()) * runs // pl.len()
         f = f.with_columns(part.alias("__part")).sort(["__part", "a", "b", "c"]).drop("__part")
     f = f.select(["a", "b", "c", *sums])
-    limits = L.PACKED_SUM_ROWS, L.SORTED_RUNS, L.ARRAY_SUM_ROWS
     # the packed path for any size, or the array path for any size
-    L.PACKED_SUM_ROWS, L.SORTED_RUNS, L.ARRAY_SUM_ROWS = (
-        (10**9, few_runs, 10**9 - 1) if arrays else (1, few_runs, 0)
+    paths = (
+        SumSettings(packed_rows=10**9, sorted_runs=few_runs, array_rows=10**9 - 1)
+        if arrays
+        else SumSettings(packed_rows=1, sorted_runs=few_runs, array_rows=0)
     )
-    try:
-        got = L.grouped_sums(f, ["a", "b", "c"], sums, drop_zero=drop_zero)
-    finally:
-        L.PACKED_SUM_ROWS, L.SORTED_RUNS, L.ARRAY_SUM_ROWS = limits
+    got = grouped_sums(f, ["a", "b", "c"], sums, paths, drop_zero=drop_zero)
     want = f.group_by(["a", "b", "c"]).agg([pl.col(w).sum() for w in sums])
     if drop_zero:
         want = want.filter(pl.any_horizontal([pl.col(w) != 0 for w in sums]))
@@ -494,7 +496,7 @@ def test_grouped_sums_by_packed_codes_equal_the_group_by(
 def test_a_column_cache_takes_rows_with_columns_in_any_order():
     """``ColumnCache.take(idx, names)`` against Polars' gather and projection of the same
     frame: every column, and the named ones in another order (nulls and strings included)."""
-    from ddflow.kernels.local_rows import ColumnCache
+    from ddflow.runtime.local.rows import ColumnCache
 
     f = pl.DataFrame(
         {
@@ -519,20 +521,21 @@ def test_fenced_key_ranges_equal_a_binary_search(data: st.DataObject) -> None:
     """``key_ranges`` through fences against ``numpy.searchsorted``, left and right: keys in
     runs from one row to several fences long, codes absent, below and above every key, at the
     ends of the int64 range (the largest code takes the plain search), few and many."""
-    from ddflow.kernels.local_rows import FENCE, FENCED_CODES, key_ranges
+    from ddflow.runtime.local.rows import key_ranges
 
+    every, fenced_codes = DEFAULT.lookups.fence_every, DEFAULT.lookups.fenced_codes
     seed = data.draw(st.integers(0, 2**32 - 1))
     rng = np.random.default_rng(seed)
     distinct = data.draw(st.integers(1, 3_000))
-    heavy = data.draw(st.sampled_from([1, 8, FENCE - 1, FENCE, 3 * FENCE + 5]))
+    heavy = data.draw(st.sampled_from([1, 8, every - 1, every, 3 * every + 5]))
     runs = rng.integers(1, 4, distinct)
     runs[rng.random(distinct) < 0.05] = heavy  # a few keys across fences
     values = np.unique(rng.integers(-(2**40), 2**40, distinct))
     if data.draw(st.booleans()):
         values[0] = np.iinfo(np.int64).min  # (the null key's code)
     keys = np.repeat(values, runs[: len(values)])
-    fence = keys[::FENCE].copy()
-    m = data.draw(st.sampled_from([1, FENCED_CODES - 1, FENCED_CODES, 200, 2_000]))
+    fence = keys[::every].copy()
+    m = data.draw(st.sampled_from([1, fenced_codes - 1, fenced_codes, 200, 2_000]))
     codes = np.concatenate(
         (rng.choice(values, m), rng.integers(-(2**41), 2**41, m), values[:1] - 1, values[-1:] + 1)
     )
@@ -540,11 +543,11 @@ def test_fenced_key_ranges_equal_a_binary_search(data: st.DataObject) -> None:
         codes = np.unique(codes)  # (a lookup's codes are sorted and unique; any order works)
     if data.draw(st.integers(0, 4)) == 0:
         codes = np.append(codes, np.iinfo(np.int64).max)
-    lo, hi = key_ranges(keys, codes, fence)
+    lo, hi = key_ranges(keys, codes, fence, every, fenced_codes)
     assert lo.tolist() == np.searchsorted(keys, codes, side="left").tolist()
     assert hi.tolist() == np.searchsorted(keys, codes, side="right").tolist()
     empty = np.zeros(0, dtype=np.int64)
-    lo, hi = key_ranges(empty, codes, empty[::FENCE].copy())
+    lo, hi = key_ranges(empty, codes, empty[::every].copy(), every, fenced_codes)
     assert not lo.any() and not hi.any()
 
 
@@ -552,32 +555,29 @@ def test_fenced_key_ranges_equal_a_binary_search(data: st.DataObject) -> None:
 @given(st.data())
 def test_direct_key_ranges_equal_a_binary_search(data: st.DataObject) -> None:
     """``dense_ranges`` through a direct index (``dense_offsets``) against
-    ``numpy.searchsorted``, left and right: codes spanning up to ``DENSE_SPAN`` times the rows
+    ``numpy.searchsorted``, left and right: codes spanning up to ``dense_span`` times the rows
     (some absent, some keys in long runs), anywhere in the int64 range up to its ends, looked
     up with codes present, absent, below and above the span, and the int64 extremes (which
-    must not wrap around). A batch under ``DENSE_ROWS`` rows, or whose codes span more, has
-    no direct index."""
-    from ddflow.kernels.local_rows import (
-        DENSE_ROWS,
-        DENSE_SPAN,
-        dense_offsets,
-        dense_ranges,
-        is_dense,
-    )
+    must not wrap around). A batch under ``dense_rows`` rows, or whose codes span more, has
+    no direct index (the default settings' thresholds)."""
+    from ddflow.runtime.local.rows import dense_offsets, dense_ranges, is_dense
+
+    lookups = DEFAULT.lookups
+    dense_rows, dense_span = lookups.dense_rows, lookups.dense_span
 
     seed = data.draw(st.integers(0, 2**32 - 1))
     rng = np.random.default_rng(seed)
-    n = data.draw(st.sampled_from([DENSE_ROWS - 1, DENSE_ROWS, 3 * DENSE_ROWS]))
-    span = data.draw(st.sampled_from([1, n // 3, n, DENSE_SPAN * n, DENSE_SPAN * n + 1]))
+    n = data.draw(st.sampled_from([dense_rows - 1, dense_rows, 3 * dense_rows]))
+    span = data.draw(st.sampled_from([1, n // 3, n, dense_span * n, dense_span * n + 1]))
     lo64, hi64 = np.iinfo(np.int64).min, np.iinfo(np.int64).max
     base = data.draw(st.sampled_from([0, -5, 2**40, lo64 + 1, hi64 - span]))
     keys = np.sort(base + rng.integers(0, span, n))
     keys[0], keys[-1] = base, base + span - 1  # (the span exactly)
     if span > 2:
         keys[n // 2 : n // 2 + n // 4] = keys[n // 2]  # (a long run)
-    expect = n >= DENSE_ROWS and span <= DENSE_SPAN * n and base - 1 >= lo64 and keys[-1] < hi64
-    assert is_dense(keys) == expect
-    index = dense_offsets(keys)
+    expect = n >= dense_rows and span <= dense_span * n and base - 1 >= lo64 and keys[-1] < hi64
+    assert is_dense(keys, lookups) == expect
+    index = dense_offsets(keys, lookups)
     assert (index is not None) == expect
     if index is None:
         return
@@ -604,7 +604,7 @@ def test_few_keys_looked_up_in_large_batches(spread: int) -> None:
     a filter of each batch, with keys dense enough for a direct index (``spread`` 1) and too
     sparse for one (binary searches): present, absent, below and above every key, over two
     large batches and a small one, in batch order; None when more than ``limit`` rows match."""
-    from ddflow.kernels.local_rows import ColumnCache, lookup_few
+    from ddflow.runtime.local.rows import ColumnCache, lookup_few
 
     rng = np.random.default_rng(5)
     k = LocalKernels()
@@ -618,9 +618,10 @@ def test_few_keys_looked_up_in_large_batches(spread: int) -> None:
                 "__diff": np.ones(n, dtype=np.int64),
             }
         )
-        parts.append(as_rows(k.arrange(f, ["k"])))
+        parts.append(as_rows(k.arrange(f, ["k"]), k.settings.small_batch_rows))
+    lookups = k.settings.lookups
     assert [type(p) for p in parts] == [pl.DataFrame, pl.DataFrame, Rows]
-    assert [ColumnCache.of(p).dense() is not None for p in parts[:2]] == [spread == 1] * 2
+    assert [ColumnCache.of(p).dense(lookups) is not None for p in parts[:2]] == [spread == 1] * 2
     names = list(parts[0].columns)
     for codes in (
         [0],
@@ -628,7 +629,7 @@ def test_few_keys_looked_up_in_large_batches(spread: int) -> None:
         [-4, spread * 10**6],
         sorted({int(c) for c in rng.integers(0, 3_000, 12) * spread}),
     ):
-        got = lookup_few(parts, np.array(codes, dtype=np.int64), 10_000)
+        got = lookup_few(parts, np.array(codes, dtype=np.int64), 10_000, lookups)
         assert got is not None
         want = [
             r
@@ -638,7 +639,7 @@ def test_few_keys_looked_up_in_large_batches(spread: int) -> None:
         ]
         assert got.rows == want
     heavy = np.array([int(parts[0]["__key"][0])], dtype=np.int64)
-    assert lookup_few(parts, heavy, 0) is None
+    assert lookup_few(parts, heavy, 0, lookups) is None
 
 
 @settings(max_examples=150, deadline=None)
@@ -648,8 +649,10 @@ def test_accumulation_by_key_equals_the_join(data: st.DataObject, width: int) ->
     ``accumulate`` (a join, a filter and a group-by): keys queried or not, rows at, below,
     above and beside the query times, diffs cancelling; None where it does not apply (no
     history, nothing at or below the queries, a value column with nulls)."""
-    from ddflow.kernels.local import QPREFIX, accumulate, time_columns
-    from ddflow.kernels.local_reduce import _accumulate_by_key
+    from ddflow.differential.batch import QUERY_PREFIX as QPREFIX
+    from ddflow.differential.batch import time_columns
+    from ddflow.runtime.local.columnar import accumulate
+    from ddflow.runtime.local.reduce import _accumulate_by_key
 
     tt = TimeType(("product",) * width)
     tcols, qcols = tt.columns(), time_columns(tt, QPREFIX)
@@ -684,8 +687,9 @@ def test_accumulation_by_key_equals_the_join(data: st.DataObject, width: int) ->
         orient="row",
         schema={KEY: I64, "k": I64, **{c: I64 for c in qcols}},
     )
-    got = _accumulate_by_key(history, queries, tt, [KEY, "k"], ["lo"])
-    want = accumulate(history, queries, tt, [KEY, "k"], ["lo"])
+    run_search_rows = DEFAULT.index.run_search_rows
+    got = _accumulate_by_key(history, queries, tt, [KEY, "k"], ["lo"], run_search_rows)
+    want = accumulate(history, queries, tt, [KEY, "k"], ["lo"], DEFAULT.sums)
     has_nulls = history.get_column("lo").null_count() > 0
     if got is None:
         assert (

@@ -12,13 +12,14 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from ddflow import trace
-from ddflow.kernels import local as L
-from ddflow.kernels import local_rows as R
-from ddflow.kernels.local import LocalKernels
-from ddflow.kernels.local_rows import frame as as_frame
-from ddflow.lattice import TimeType
-from ddflow.trace import Spine
+from ddflow.differential import trace
+from ddflow.differential.kernel import Capabilities
+from ddflow.differential.trace import Spine, TraceSettings
+from ddflow.runtime.local import rows as R
+from ddflow.runtime.local.kernels import LocalKernels
+from ddflow.runtime.local.rows import frame as as_frame
+from ddflow.runtime.local.settings import LocalSettings, LookupSettings
+from ddflow.timely.lattice import TimeType
 
 TT = TimeType(("product", "product"))
 K = LocalKernels()
@@ -142,7 +143,7 @@ def test_an_integer_key_column_is_its_own_code_in_memory():
     """A trace keyed by one Int64 column holds the key code as that column (one buffer), after
     arranging and after a merge that consolidates and advances; lookups still find every row."""
     rng = np.random.default_rng(3)
-    big = LocalKernels(small_rows=0)
+    big = LocalKernels(LocalSettings(small_batch_rows=0))
     rows = pl.DataFrame(
         {
             "k": rng.integers(0, 500, 4000),
@@ -196,26 +197,22 @@ def test_merges_in_steps_keep_every_accumulation(rows, cuts, since, fuel, chunk,
     """Merges done a range of keys at a time (here of any size, in ranges of a few updates):
     after every insert, every key's accumulation at every time in advance of ``since`` equals
     that of the updates inserted, read while merges are in progress and after."""
-    s = Spine(K, TT, ["k"], batch([]), fueled_rows=2)
+    settings = TraceSettings(fueled_rows=2, fuel=fuel, fuel_chunk=chunk)
+    s = Spine(K, TT, ["k"], batch([]), settings=settings)
     s.handle().set_since(since)
-    limits = trace.FUEL, trace.FUEL_CHUNK
-    trace.FUEL, trace.FUEL_CHUNK = fuel, chunk
-    try:
-        for start in insert_in_parts(s, rows, cuts):
-            assert_every_accumulation(s, rows[:start])
-        if compact:
-            s.compact()
-            assert not any(type(x) is trace.Merging for x in s.batches)
-        assert_every_accumulation(s, rows)
-    finally:
-        trace.FUEL, trace.FUEL_CHUNK = limits
+    for start in insert_in_parts(s, rows, cuts):
+        assert_every_accumulation(s, rows[:start])
+    if compact:
+        s.compact()
+        assert not any(type(x) is trace.Merging for x in s.batches)
+    assert_every_accumulation(s, rows)
 
 
 def test_a_long_trace_merges_in_steps_and_stays_geometric():
     """Many inserts into a trace whose merges go in steps: some merge is in progress at some
     points and not at others, every batch is sorted by key code, and the spine keeps few
     batches."""
-    s = Spine(K, TT, ["k"], batch([]), fueled_rows=50)
+    s = Spine(K, TT, ["k"], batch([]), settings=TraceSettings(fueled_rows=50))
     rng = np.random.default_rng(5)
     in_progress = 0
     inserted = []
@@ -240,8 +237,7 @@ def test_the_counts_of_inserts_and_merges_say_how_the_batches_changed(monkeypatc
     merge in progress's inputs) change otherwise: merges begun, merges done some inserts
     later, compaction. Checked after every insert and compaction of a trace whose merges go
     in steps; ``parts`` is then the batches as they are."""
-    monkeypatch.setattr(trace, "FUEL_CHUNK", 8)
-    s = Spine(K, TT, ["k"], batch([]), fueled_rows=30)
+    s = Spine(K, TT, ["k"], batch([]), settings=TraceSettings(fueled_rows=30, fuel_chunk=8))
     rng = np.random.default_rng(7)
     seen = {"merged": 0, "done later": 0}
     for i in range(200):
@@ -281,12 +277,13 @@ def test_the_counts_of_inserts_and_merges_say_how_the_batches_changed(monkeypatc
 def test_lookups_of_few_and_of_many_keys_in_a_large_batch(n, small_rows, spread):
     """A lookup finds exactly the asked keys' rows, in key order, whether it searches key by
     key (few keys; through the batch's direct index where its keys are dense, ``spread`` 1,
-    else through its fences at ``FENCED_ROWS`` rows and more; giving rows where few match)
-    or filters the whole batch (many keys: ``LOOKUP_SCAN``)."""
-    from ddflow.kernels.local_rows import FENCED_CODES, FENCED_ROWS, ColumnCache
+    else through its fences at ``fenced_rows`` rows and more; giving rows where few match)
+    or filters the whole batch (many keys: ``scan_rows_per_key``)."""
+    from ddflow.runtime.local.rows import ColumnCache
 
     rng = np.random.default_rng(11)
-    big = LocalKernels(small_rows=small_rows)
+    big = LocalKernels(LocalSettings(small_batch_rows=small_rows))
+    lookups = big.settings.lookups
     rows = pl.DataFrame(
         {
             "k": rng.integers(0, n // 4, n) * spread,
@@ -297,7 +294,7 @@ def test_lookups_of_few_and_of_many_keys_in_a_large_batch(n, small_rows, spread)
         }
     )
     arranged = big.arrange(rows, ["k"])
-    for m in (1, 30, FENCED_CODES * 2, 1_000, 5_000, 15_000):
+    for m in (1, 30, lookups.fenced_codes * 2, 1_000, 5_000, 15_000):
         codes = np.unique(rng.integers(-5, n // 4 + 5, m) * spread)
         got = as_frame(big.lookup(arranged, codes))
         assert got.get_column("__key").is_sorted()
@@ -305,16 +302,16 @@ def test_lookups_of_few_and_of_many_keys_in_a_large_batch(n, small_rows, spread)
         expected = [r for r in rows.rows() if r[0] in wanted]
         assert sorted(got.select(rows.columns).rows()) == sorted(expected)
         if m >= 5_000:
-            assert m * L.LOOKUP_SCAN >= n  # (the filtering path)
+            assert m * lookups.scan_rows_per_key >= n  # (the filtering path)
     cache = ColumnCache.of(arranged)
-    assert (cache.dense() is not None) == (spread == 1)
-    assert (cache.fence is not None) == (n >= FENCED_ROWS and spread > 1)
+    assert (cache.dense(lookups) is not None) == (spread == 1)
+    assert (cache.fence is not None) == (n >= lookups.fenced_rows and spread > 1)
 
 
 def test_a_merge_in_steps_that_cancels_out_leaves_the_spine_consistent():
     """Batches that cancel each other merge (in steps) to nothing; the spine drops the empty
     result and keeps merging what comes after."""
-    s = Spine(K, TT, ["k"], batch([]), fueled_rows=2)
+    s = Spine(K, TT, ["k"], batch([]), settings=TraceSettings(fueled_rows=2))
     rows = [(k, k, 0, 0, 1) for k in range(8)]
     inserted = []
     for sign in (1, -1, 1, -1, 1):
@@ -335,10 +332,8 @@ def test_a_cascade_of_merges_is_one_merge_paid_by_later_inserts():
     merge of every batch it reaches; a large one goes on in steps, paid by later inserts,
     and is never forced to finish at once (which made one update pay for most of the
     trace's merging). The spine stays small, sorted and exact."""
-    s = Spine(K, TT, ["k"], batch([]), fueled_rows=40)
+    s = Spine(K, TT, ["k"], batch([]), settings=TraceSettings(fueled_rows=40, fuel_chunk=8))
     rng = np.random.default_rng(7)
-    limits = trace.FUEL_CHUNK
-    trace.FUEL_CHUNK = 8
     real = trace.Merging.work
     forced, stepped, widths = [], [], []
 
@@ -357,10 +352,9 @@ def test_a_cascade_of_merges_is_one_merge_paid_by_later_inserts():
             inserted += rows
             b = batch(rows)
             s.insert(b, b.height)
-            assert len(s.parts()) < 20 + trace.TAIL_BATCHES
+            assert len(s.parts()) < 20 + s.settings.tail_batches
     finally:
         trace.Merging.work = real
-        trace.FUEL_CHUNK = limits
     assert stepped and not forced
     assert max(widths) > 2  # (some cascade reached more than two batches)
     for part in s.parts():
@@ -372,16 +366,16 @@ def test_a_cascade_of_merges_is_one_merge_paid_by_later_inserts():
 
 def test_small_batches_at_the_end_wait_to_be_merged():
     """A small update inserts a batch of a few updates per operator step, and merging each with
-    its neighbours costs a merge's fixed cost every time. Up to ``TAIL_BATCHES`` batches of at
-    most ``TAIL_ROWS`` updates together may stay at the end of the spine unmerged, then are
+    its neighbours costs a merge's fixed cost every time. Up to ``tail_batches`` batches of at
+    most ``tail_rows`` updates together may stay at the end of the spine unmerged, then are
     merged at once: far fewer merges than without them; the spine stays small and every
     accumulation exact. Kernels that do not say ``small_tail`` (Spark's) merge as before."""
 
     class Untailed(LocalKernels):
-        small_tail = False
+        capabilities = Capabilities(stepped_merges=True, row_batches=True, distinct_skips=True)
 
-    def run(kernels=K) -> tuple[Spine, list[tuple[int, ...]], list[bool]]:
-        s = spine(kernels)
+    def run(kernels=K, settings=None) -> tuple[Spine, list[tuple[int, ...]], list[bool]]:
+        s = Spine(kernels, TT, ["k"], batch([]), settings=settings)
         inserted = [(k, k, 0, 0, 1) for k in range(1000)]
         b = batch(inserted)
         s.insert(b, b.height)
@@ -393,19 +387,14 @@ def test_small_batches_at_the_end_wait_to_be_merged():
             b = batch(rows)
             s.insert(b, b.height)
             merged.append(s.reshaped != before)
-            assert len(s.sizes) <= 12 + trace.TAIL_BATCHES  # (geometric, and the tail)
+            assert len(s.sizes) <= 12 + s.settings.tail_batches  # (geometric, and the tail)
         return s, inserted, merged
 
     s, inserted, merged = run()
     for key in range(60):
         assert trace_accumulation(s, key, (0, 200)) == accumulation(inserted, key, (0, 200))
         assert trace_accumulation(s, key, (0, 60)) == accumulation(inserted, key, (0, 60))
-    tail = trace.TAIL_BATCHES
-    try:
-        trace.TAIL_BATCHES = 0
-        _, _, every = run()
-    finally:
-        trace.TAIL_BATCHES = tail
+    _, _, every = run(settings=TraceSettings(tail_batches=0))
     # (27 merges against 74 of 120 inserts)
     assert 0 < sum(merged) < sum(every) / 2, (sum(merged), sum(every))
     assert run(Untailed())[2] == every
@@ -430,12 +419,7 @@ def test_a_lookup_in_every_batch_of_a_trace_equals_the_lookups_concatenated(
     that batch alone finds: batches held as rows and as frames, keys in none of them, a
     schema without a row form (strings with nulls), and row limits that take either side;
     ``within`` (a join's read) and ``scan`` (a batch filtered whole, or given whole within)."""
-    saved = L.LOOKUP_SCAN_ROWS
-    L.LOOKUP_SCAN_ROWS = 1 if scan else saved
-    try:
-        check_lookup_parts(sizes, asked, small_rows, lookup_rows, seed, strings, within, scan)
-    finally:
-        L.LOOKUP_SCAN_ROWS = saved
+    check_lookup_parts(sizes, asked, small_rows, lookup_rows, seed, strings, within, scan)
 
 
 @settings(max_examples=100, deadline=None)
@@ -451,22 +435,25 @@ def test_a_lookup_in_every_batch_of_a_trace_equals_the_lookups_concatenated(
 def test_a_lookup_of_a_few_keys_in_a_trace_equals_the_lookups_concatenated(
     sizes, asked, lookup_rows, seed, strings, within, key_range
 ):
-    """A lookup of at most ``FEW_CODES`` keys (a small update's: one pass over the batches,
+    """A lookup of at most ``few_codes`` keys (a small update's: one pass over the batches,
     one list of rows) gives the rows of the lookups batch by batch, in their order; more rows
     than the limit, or a schema without a row form, take the batch-by-batch path."""
-    assert L.FEW_CODES >= 16
+    default = LocalSettings().lookups
+    assert default.few_codes >= 16
     got = check_lookup_parts(
         sizes, asked, 256, lookup_rows, seed, strings, within, False, key_range
     )
-    if not strings and got.height <= (lookup_rows or R.LOOKUP_ROWS):
+    if not strings and got.height <= (lookup_rows or default.rows):
         assert type(got) is R.Rows
 
 
 def check_lookup_parts(
     sizes, asked, small_rows, lookup_rows, seed, strings, within, scan, key_range=500
 ):
+    """``scan``: every batch is large enough to be scanned (``scan_rows`` 1)."""
     rng = np.random.default_rng(seed)
-    k = LocalKernels(small_rows=small_rows)
+    lookups = LookupSettings(scan_rows=1) if scan else LookupSettings()
+    k = LocalKernels(LocalSettings(small_batch_rows=small_rows, lookups=lookups))
     if lookup_rows is not None and small_rows:
         k.lookup_rows = lookup_rows
     parts = []
@@ -499,6 +486,6 @@ def check_lookup_parts(
         assert all(r[0] in wanted for r in as_frame(got).select("__key").rows())
     if small_rows and not strings and not scan and as_frame(got).height <= k.lookup_rows:
         assert type(got) is not pl.DataFrame or as_frame(got).height == 0
-    if len(codes) <= L.FEW_CODES and not scan:  # (in the order of the batches, then codes)
+    if len(codes) <= lookups.few_codes and not scan:  # (in the order of the batches, then codes)
         assert as_frame(got).select(columns).rows() == as_frame(want).select(columns).rows()
     return got

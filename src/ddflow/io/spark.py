@@ -39,7 +39,9 @@ import polars as pl
 from ddflow.errors import InputError, SchemaError, call_site
 
 if TYPE_CHECKING:
-    from ddflow.dataflow import Dataflow, InputCollection, Output
+    from ddflow.api.dataflow import Dataflow
+    from ddflow.api.inputs import InputCollection
+    from ddflow.api.outputs import Output
 
 __all__ = [
     "EventTimeWindow",

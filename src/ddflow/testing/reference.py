@@ -30,13 +30,14 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 import polars as pl
 
-from ddflow.plan import Node, Scope
+from ddflow.plan.nodes import Node, Scope
 from ddflow.testing.loops import ReferenceError, fixed_point, ingress
 from ddflow.testing.values import conform, evaluator
 
 if TYPE_CHECKING:
-    from ddflow.dataflow import Dataflow, Output
-    from ddflow.expr import Expr
+    from ddflow.api.dataflow import Dataflow
+    from ddflow.api.outputs import Output
+    from ddflow.expr.nodes import Expr
 
 __all__ = ["ReferenceError", "accumulate", "frame_to_counter", "reference"]
 

@@ -1,0 +1,391 @@
+"""The dataflow: inputs, outputs, probes, and running.
+
+A :class:`Dataflow` owns a plan (:mod:`ddflow.plan.nodes`) and, from its first ``run()``, the
+operators built from it on its runtime. Inputs accept updates at their current epoch;
+``advance_to(e)`` promises that no more updates for epochs before ``e`` will come; ``run()``
+works until every epoch that every input has moved past is complete at every output.
+Invariants:
+
+* an input never loses an accepted update: a rejected batch (bad schema, closed input) leaves
+  what was accepted before untouched;
+* an input's multiplicities never go below zero (unless it was made ``signed=True``): a call
+  that would take a record below zero is rejected whole, naming the record;
+* epochs only move forward; ``advance_to`` an earlier epoch is an error;
+* an output's ``snapshot(e)`` is the accumulation of its changes at epochs ``<= e``, and is only
+  available for complete epochs;
+* a failure inside ``run()`` (a user function that raised, an interrupt) never leaves silently
+  wrong results: the dataflow stops, ``run()`` raises (a :class:`~ddflow.errors.UserFunctionError`
+  naming the function, the line that gave it and the operator, for a user function), and every
+  later call that would feed or run the dataflow raises
+  :class:`~ddflow.errors.DataflowFailedError` naming that failure. Epochs complete before the
+  failure stay readable at the outputs.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time as _time
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ddflow.api.collection import Collection
+from ddflow.api.inputs import InputCollection
+from ddflow.api.outputs import Output, Probe
+from ddflow.errors import (
+    CallSite,
+    DataflowFailedError,
+    DDFlowError,
+    GraphError,
+    TimeError,
+    UserFunctionError,
+    call_site,
+)
+from ddflow.plan.build import build
+from ddflow.plan.nodes import Node, Plan, Scope
+from ddflow.runtime.local.runtime import LocalRuntime
+from ddflow.schema import Schema
+from ddflow.timely.operator import Vertex
+
+if TYPE_CHECKING:  # pandas is imported only when a frame is asked for as pandas (it is large)
+    import pandas as pd
+
+
+__all__ = ["Dataflow", "RunProgress"]
+
+
+class Dataflow:
+    """A differential dataflow: build collections from inputs, then feed and run it.
+
+    >>> import ddflow as dd
+    >>> flow = dd.Dataflow()
+    >>> words = flow.input("words", schema={"word": "str"})
+    >>> counts = words.group_by("word").agg(n=dd.count()).output()
+    >>> words.insert(["a", "b", "a"]); flow.advance_to(1); flow.run()
+    >>> counts.snapshot().sort_values("word").to_dict("list")
+    {'word': ['a', 'b'], 'n': [2, 1], 'count': [1, 1]}
+    """
+
+    def __init__(self, runtime: Any = None) -> None:
+        self.runtime = runtime if runtime is not None else LocalRuntime()
+        self.kernels = self.runtime.kernels
+        self.plan = Plan()
+        self.inputs: dict[str, InputCollection] = {}
+        self.outputs: list[Output] = []
+        self.probes: list[Probe] = []
+        self._entered: dict[tuple[int, int], Node] = {}
+        self.worker: Any = None
+        self._epoch = 0
+        self._loop_counts: dict[str, dict[tuple[int, ...], int]] = {}
+        #: the failure that stopped this dataflow (see :meth:`_check_usable`), if one did
+        self.failure: DDFlowError | BaseException | None = None
+
+    # ------------------------------------------------------------------ building
+
+    def input(
+        self, name: str, schema: Mapping[str, Any], *, signed: bool = False
+    ) -> InputCollection:
+        """A new input collection with the given schema (column name -> type name).
+
+        An input checks its multiplicities: a call that would remove a record more times than
+        it was inserted raises :class:`~ddflow.errors.InputError` and is not accepted (see
+        :class:`InputCollection`). ``signed=True`` makes an input whose multiplicities may go
+        below zero (a collection of signed changes): nothing is checked or kept.
+
+        >>> import ddflow as dd
+        >>> flow = dd.Dataflow()
+        >>> deltas = flow.input("deltas", schema={"k": "str"}, signed=True)
+        >>> out = deltas.output()
+        >>> deltas.remove(["a"]); flow.advance_to(1); flow.run()
+        >>> out.changes().to_dict("list")
+        {'k': ['a'], 'time': [0], 'diff': [-1]}
+        """
+        site = call_site()
+        if name in self.inputs:
+            raise GraphError(f"an input named {name!r} already exists", site=site)
+        sch = Schema(schema)
+        node = self.plan.add("input", (), sch, self.plan.top, {"name": name}, site)
+        handle = InputCollection(self, node, name, self._epoch, signed=bool(signed))
+        self.inputs[name] = handle
+        return handle
+
+    def vertex(
+        self,
+        vertex: Vertex,
+        inputs: Iterable[Collection],
+        outputs: Iterable[Mapping[str, Any] | Schema],
+    ) -> tuple[Collection, ...]:
+        """Add a timely vertex (:class:`ddflow.Vertex`) reading ``inputs``; returns one
+        collection per output schema."""
+        from ddflow.api.collection import _align
+
+        site = call_site()
+        ins = list(inputs)
+        if not ins:
+            raise GraphError("a vertex needs at least one input", site=site)
+        if not isinstance(vertex, Vertex):
+            raise GraphError(f"{vertex!r} is not a ddflow.Vertex", site=site)
+        nodes = _align(ins, site)
+        schemas = [o if isinstance(o, Schema) else Schema(o) for o in outputs]
+        v = self.plan.add(
+            "vertex",
+            tuple(nodes),
+            schemas[0],
+            nodes[0].scope,
+            {"vertex": vertex, "outputs": tuple(schemas)},
+            site,
+        )
+        return tuple(
+            Collection(self, self.plan.add("port", (v,), s, v.scope, {"port": i}, site))
+            for i, s in enumerate(schemas)
+        )
+
+    def _enter(self, node: Node, scope: Scope, site: CallSite | None) -> Node:
+        key = (node.id, scope.id)
+        entered = self._entered.get(key)
+        if entered is None:
+            entered = self.plan.add("enter", (node,), node.schema, scope, {}, site)
+            self._entered[key] = entered
+        return entered
+
+    # ------------------------------------------------------------------ running
+
+    @property
+    def epoch(self) -> int:
+        """The epoch the whole flow was last advanced to."""
+        return self._epoch
+
+    def advance_to(self, epoch: int) -> None:
+        """Advance every open input to ``epoch``: epochs before it are closed."""
+        site = call_site()
+        self._check_usable(site)
+        if epoch < self._epoch:
+            raise TimeError(
+                f"advance_to({epoch}) goes back: the flow is at epoch {self._epoch}", site=site
+            )
+        for h in self.inputs.values():
+            if not h.closed and h.epoch < epoch:
+                h._advance(epoch, site)
+        self._epoch = epoch
+
+    def close(self) -> None:
+        """Close every input: no more updates will come."""
+        self._check_usable(call_site())
+        for h in self.inputs.values():
+            h.close()
+
+    def _ensure_built(self) -> None:
+        if self.worker is None:
+            self.plan.frozen = True
+            self.worker = build(
+                self.plan,
+                self.kernels,
+                self.inputs,
+                last_epoch=self.last_epoch,
+                loop_counts=self._loop_counts,
+            )
+
+    def run(
+        self, progress: bool | Callable[[RunProgress], None] | None = None, every: float = 10.0
+    ) -> None:
+        """Run until every closed epoch is complete at every output.
+
+        ``progress`` reports on a long run: ``True`` prints a line to stderr every ``every``
+        seconds (operator steps run, seconds elapsed, the last operator), and one when the run
+        ends if any was printed; a callable is called with a :class:`RunProgress` every
+        ``every`` seconds and once at the end (``done=True``)."""
+        if progress is not None and not isinstance(progress, bool) and not callable(progress):
+            raise TypeError(
+                f"run(progress=...) takes True, False, None or a callable, got {progress!r}"
+            )
+        if not every >= 0:
+            raise ValueError(f"run(every=...) must be a number of seconds >= 0, got {every!r}")
+        self._check_usable(call_site())
+        self._ensure_built()
+        for h in self.inputs.values():
+            h._flush()
+            h._activate()
+        if not progress:
+            with self._stop_on_failure():
+                self.worker.run()
+            return
+        watch = _ProgressWatch(
+            _print_progress if progress is True else progress, every, quiet_end=progress is True
+        )
+        previous = self.worker.on_step
+
+        def on_step(op: Any) -> None:
+            if previous is not None:
+                previous(op)
+            watch.step(op)
+
+        self.worker.on_step = on_step
+        try:
+            with self._stop_on_failure():
+                self.worker.run()
+        finally:
+            self.worker.on_step = previous
+        watch.finish()
+
+    def step(self) -> bool:
+        """Run one operator activation; returns whether there was work (``while
+        flow.step(): ...`` runs to the same point as ``run()``)."""
+        self._check_usable(call_site())
+        self._ensure_built()
+        for h in self.inputs.values():
+            h._flush()
+            if h._pending_work():
+                h._activate()
+        with self._stop_on_failure():
+            return bool(self.worker.step())
+
+    def _check_usable(self, site: CallSite | None) -> None:
+        """Refuse a call that would feed or run a dataflow stopped by a failure."""
+        if self.failure is not None:
+            raise DataflowFailedError(
+                f"this dataflow stopped when {_describe_failure(self.failure)}; what it had "
+                "accepted may be partly processed, so it cannot go on: build it again and feed "
+                "its inputs again",
+                site=site,
+            )
+
+    @contextmanager
+    def _stop_on_failure(self) -> Iterator[None]:
+        """Stop the dataflow on any exception escaping an operator step; a user function's
+        exception is raised again as a :class:`UserFunctionError` naming it."""
+        try:
+            yield
+        except BaseException as e:
+            error = _user_function_error(self, e)
+            self.failure = error if error is not None else e
+            if error is not None:
+                raise error from e
+            raise
+
+    def loop_stats(self) -> pd.DataFrame:
+        """Differences processed by each loop, per time: columns ``loop``, ``epoch``,
+        ``iteration`` (the loop's own counter), ``time`` (the full time inside the loop:
+        epoch, outer loops' counters, and for a prioritized loop its priority), and
+        ``differences`` (updates that reached the loop variable at that time)."""
+        rows = [
+            (name, t[0], t[-1], t, n)
+            for name, counts in self._loop_counts.items()
+            for t, n in sorted(counts.items())
+        ]
+        import pandas as pd
+
+        return pd.DataFrame(rows, columns=["loop", "epoch", "iteration", "time", "differences"])
+
+    def last_epoch(self) -> int:
+        """The latest epoch any input reached (closed inputs included)."""
+        return max([h.epoch for h in self.inputs.values()] or [0])
+
+
+@dataclass(frozen=True)
+class RunProgress:
+    """How far a :meth:`Dataflow.run` has got: operator ``steps`` run and ``seconds``
+    elapsed since it began, the ``operator`` that ran last (its kind, e.g. ``"reduce"``), and
+    whether the run has ended (``done``)."""
+
+    steps: int
+    seconds: float
+    operator: str
+    done: bool = False
+
+
+def _print_progress(p: RunProgress) -> None:
+    state = "done" if p.done else f"last: {p.operator}"
+    print(
+        f"ddflow: {p.steps:,} operator steps, {p.seconds:.0f} s ({state})",
+        file=sys.stderr,
+        flush=True,
+    )
+
+
+class _ProgressWatch:
+    """Counts a run's operator steps and reports every ``every`` seconds."""
+
+    def __init__(
+        self, report: Callable[[RunProgress], None], every: float, quiet_end: bool
+    ) -> None:
+        self.report, self.every, self.quiet_end = report, every, quiet_end
+        self.start = self.last = _time.perf_counter()
+        self.steps = 0
+        self.operator = ""
+        self.reported = False
+
+    def step(self, op: Any) -> None:
+        self.steps += 1
+        self.operator = op.kind or op.name
+        now = _time.perf_counter()
+        if now - self.last >= self.every:
+            self.last = now
+            self.reported = True
+            self.report(RunProgress(self.steps, now - self.start, self.operator))
+
+    def finish(self) -> None:
+        if self.reported or not self.quiet_end:
+            self.report(
+                RunProgress(self.steps, _time.perf_counter() - self.start, self.operator, done=True)
+            )
+
+
+def _describe_failure(failure: BaseException) -> str:
+    if isinstance(failure, UserFunctionError):
+        return str(failure)
+    return f"run() was interrupted by {type(failure).__name__}: {failure}"
+
+
+_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _user_function_error(flow: Dataflow, error: BaseException) -> UserFunctionError | None:
+    """A :class:`UserFunctionError` for an exception that a user function raised inside an
+    operator step, or None if the exception did not come from user code (an interrupt, a
+    failure of ddflow itself).
+
+    The function is the first frame of the traceback outside the ddflow package (the
+    function ddflow called); the plan node whose function it is names the operator and the
+    line that gave it."""
+    if not isinstance(error, Exception) or isinstance(error, DDFlowError):
+        return None
+    tb = error.__traceback__
+    frame = None
+    while tb is not None:
+        filename = os.path.abspath(tb.tb_frame.f_code.co_filename)
+        if not filename.startswith(_PACKAGE_DIR + os.sep):
+            frame = tb.tb_frame
+            break
+        tb = tb.tb_next
+    if frame is None:
+        return None
+    code = frame.f_code
+    node = next((n for n in flow.plan.nodes if _runs_in(n, frame)), None)
+    what = f"the function {code.co_name}"
+    if node is not None:
+        what = (
+            f"the vertex {type(node.params['vertex']).__name__}.{code.co_name}"
+            if node.op == "vertex"
+            else f"the {_kind(node)} function {code.co_name}"
+        )
+    where = f"{code.co_filename}:{code.co_firstlineno}"
+    return UserFunctionError(
+        f"{what} (defined at {where}) raised {type(error).__name__}: {error}",
+        site=node.site if node is not None else None,
+    )
+
+
+def _runs_in(node: Node, frame: Any) -> bool:
+    """Whether ``frame`` runs the user code of ``node``: its function, or a method of its
+    vertex."""
+    if node.op == "vertex":
+        return frame.f_locals.get("self") is node.params["vertex"]
+    fn = node.params.get("fn")
+    return fn is not None and getattr(fn, "__code__", None) is frame.f_code
+
+
+def _kind(node: Node) -> str:
+    kind = node.params.get("kind") if node.op == "reduce" else None
+    return {"reduce": "group_by().reduce", None: node.op}.get(kind, str(kind))

@@ -1,0 +1,183 @@
+"""Outputs and probes: where a dataflow's results are read.
+
+An :class:`Output` receives each epoch's consolidated changes once the epoch is complete at it,
+in epoch order, exactly once; ``snapshot(e)`` is the accumulation of the changes at epochs
+``<= e``. A :class:`Probe` only watches the frontier of its collection.
+"""
+
+from __future__ import annotations
+
+import time as _time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import polars as pl
+
+from ddflow.api.collection import Collection
+from ddflow.differential.batch import DIFF
+from ddflow.errors import (
+    CallSite,
+    TimeError,
+    call_site,
+)
+from ddflow.schema import Schema
+
+if TYPE_CHECKING:  # pandas is imported only when a frame is asked for as pandas (it is large)
+    import pandas as pd
+
+__all__ = ["Output", "Probe", "to_pandas"]
+
+
+class Output:
+    """The changes of a collection, kept for reading: ``snapshot``, ``changes``, ``subscribe``.
+
+    Epoch ``e``'s changes become visible once ``e`` is complete here (after ``run()``)."""
+
+    def __init__(self, collection: Collection, site: CallSite | None) -> None:
+        self.collection = collection
+        self.schema = collection.schema
+        flow = collection.flow
+        self.node = flow.plan.add(
+            "output", (collection._node,), collection.schema, flow.plan.top, {"sink": self}, site
+        )
+        flow.outputs.append(self)
+        #: the changes of the completed epochs, kept as the runtime keeps them
+        self._log = flow.kernels.change_log()
+        self._subscribers: list[Callable[[pd.DataFrame], None]] = []
+        self.complete_through = -1
+        #: wall-clock time at which each epoch completed (for latency measurements)
+        self.completed_at: dict[int, float] = {}
+        #: called with every completed epoch, changed or not (sinks that keep state current)
+        self._epoch_listeners: list[Callable[[int], None]] = []
+
+    def _on_epoch(self, epoch: int, changes: Any) -> None:
+        """Epoch ``epoch`` is complete, with ``changes`` (None, or as the runtime's ``to_log``
+        gave them)."""
+        self.complete_through = epoch
+        self.completed_at[epoch] = _time.perf_counter()
+        if changes is not None and changes.height:
+            self._log.append(epoch, changes)
+            if self._subscribers:
+                df = _changes_frame(self._log.frame(changes), self.schema)
+                for cb in self._subscribers:
+                    cb(df)
+        for listener in self._epoch_listeners:
+            listener(epoch)
+
+    def _frames(self) -> list[tuple[int, int, pl.DataFrame]]:
+        """The log: ``(first epoch, last epoch, their changes as a Polars frame)``."""
+        return self._log.frames()
+
+    def subscribe(self, callback: Callable[[pd.DataFrame], None]) -> None:
+        """Call ``callback`` with each completed epoch's non-empty changes (a pandas DataFrame of
+        the columns plus ``time`` and ``diff``)."""
+        self._subscribers.append(callback)
+
+    def changes(self) -> pd.DataFrame:
+        """Every change so far: the columns plus ``time`` (epoch) and ``diff``, consolidated per
+        epoch, in epoch order."""
+        if not self._log:
+            return _changes_frame(self._empty(), self.schema)
+        return _changes_frame(pl.concat([c for _, _, c in self._frames()]), self.schema)
+
+    def snapshot(self, epoch: int | None = None) -> pd.DataFrame:
+        """The collection at a complete epoch (default: the last complete one): the columns plus
+        ``count``, one row per record with non-zero multiplicity."""
+        site = call_site()
+        if epoch is None:
+            epoch = self.complete_through
+        elif epoch > self.complete_through:
+            raise TimeError(
+                f"snapshot(epoch={epoch}): that epoch is not complete yet "
+                f"(complete through {self.complete_through}); call run() after advance_to",
+                site=site,
+            )
+        return to_pandas(self.snapshot_polars(epoch), self.schema)
+
+    def snapshot_polars(self, epoch: int | None = None) -> pl.DataFrame:
+        if epoch is None:
+            epoch = self.complete_through
+        names = list(self.schema.names)
+        parts = [
+            c if last <= epoch else c.filter(pl.col("__t0") <= epoch)
+            for first, last, c in self._frames()
+            if first <= epoch
+        ]
+        if not parts:
+            return (
+                self._empty()
+                .select(names)
+                .with_columns(pl.lit(0, dtype=pl.Int64).alias("count"))
+                .clear()
+            )
+        acc = (
+            pl.concat(parts)
+            .group_by(names)
+            .agg(pl.col(DIFF).sum().alias("count"))
+            .filter(pl.col("count") != 0)
+            .sort(names)
+        )
+        return acc
+
+    def _empty(self) -> pl.DataFrame:
+        return pl.DataFrame(
+            schema={**dict(self.schema.polars_schema()), "__t0": pl.Int64, DIFF: pl.Int64}
+        )
+
+
+def _changes_frame(batch: pl.DataFrame, schema: Schema) -> pd.DataFrame:
+    names = list(schema.names)
+    frame = batch.select([*names, pl.col("__t0").alias("time"), pl.col(DIFF).alias("diff")])
+    return to_pandas(frame.sort(["time", *names]), schema)
+
+
+#: pandas' nullable dtypes for ddflow's nullable integer and boolean columns
+_PANDAS_NULLABLE = {
+    "int8": "Int8",
+    "int16": "Int16",
+    "int32": "Int32",
+    "int64": "Int64",
+    "uint8": "UInt8",
+    "uint16": "UInt16",
+    "uint32": "UInt32",
+    "uint64": "UInt64",
+    "bool": "boolean",
+}
+
+
+def to_pandas(frame: pl.DataFrame, schema: Schema) -> pd.DataFrame:
+    """``frame`` as pandas, with a nullable integer or boolean column (``"int64?"``) in
+    pandas' nullable dtype (``Int64``, ``boolean``), so that a null stays a null (``pd.NA``)
+    instead of turning the column into floats."""
+    import pandas as pd
+
+    out = frame.to_pandas()
+    for name, dtype in schema.items():
+        target = _PANDAS_NULLABLE.get(dtype.name)
+        if dtype.nullable and target is not None and name in out.columns:
+            out[name] = pd.array(frame.get_column(name).to_list(), dtype=target)
+    return out
+
+
+class Probe:
+    """Watches the progress of a collection: which epochs are complete there."""
+
+    def __init__(self, collection: Collection, site: CallSite | None) -> None:
+        flow = collection.flow
+        self.flow = flow
+        self.node = flow.plan.add(
+            "probe", (collection._node,), collection.schema, flow.plan.top, {"probe": self}, site
+        )
+        flow.probes.append(self)
+        self.op: Any = None
+
+    @property
+    def frontier(self) -> list[int]:
+        """The epochs that may still change here (empty once everything is complete)."""
+        if self.op is None:
+            return [0]
+        return [t[0] for t in self.op.frontier_now()]
+
+    def done(self, epoch: int) -> bool:
+        """Is ``epoch`` complete here?"""
+        return all(f > epoch for f in self.frontier)

@@ -1,0 +1,318 @@
+"""The kernel contract: what a runtime supplies to the operators.
+
+The scheduler, progress tracking, the trace spine and every operator algorithm exist once; a
+runtime supplies only bulk operations on batches (:mod:`ddflow.differential.batch` says how a
+batch is laid out). The operators hold batches as opaque values and never look inside them:
+everything they learn of a batch (emptiness, sizes, the distinct times it holds) comes back
+from a kernel as a Python value, and data stays in the runtime's batches. A *key set* is
+whatever :meth:`Kernels.key_set` returns and :meth:`Kernels.lookup` accepts.
+
+Every operation a runtime must have is a method of :class:`Kernels`. What a runtime may do in
+addition is declared in its :class:`Capabilities`, and the protocol of each optional group of
+methods (:class:`SteppedMerges`, :class:`RowBatches`, :class:`DistinctSkips`) says what it
+then provides; operators test the declared flag, never ``hasattr``.
+
+A reduce reads its two arrangements by key set many times a step. How those reads are served
+(kept between reads, narrowed, added to) is the runtime's business: :meth:`Kernels.reduce_reads`
+gives the operator a :class:`ReduceReads` for its arrangements, and :class:`SpineReads`, which
+reads the spines afresh each time, is the plain implementation any runtime can return.
+
+Invariants every runtime keeps (the operators rely on them; the semantics suite checks them):
+
+* every kernel is a function of the updates' accumulations, not of how they are batched:
+  ``consolidate(concat([a, b]))`` accumulates at every time to what ``a`` and ``b`` do;
+* ``arrange`` keeps every update and adds the key code; ``lookup(b, keys)`` returns exactly the
+  updates of ``b`` whose key code is in ``keys``;
+* ``merge(bs, tt, since, ...)`` accumulates, at every time in advance of ``since``, to what
+  ``bs`` do (times advanced by :meth:`~ddflow.timely.lattice.TimeType.advance_by`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+
+from ddflow.timely.lattice import Time, TimeType
+
+if TYPE_CHECKING:
+    from ddflow.differential.operators.reduce import ReduceSpec
+    from ddflow.differential.trace import Spine, TraceSettings
+
+__all__ = [
+    "Batch",
+    "Capabilities",
+    "ChangeLog",
+    "DistinctSkips",
+    "Kernels",
+    "NativeFrames",
+    "ReduceReads",
+    "RowBatches",
+    "SpineReads",
+    "SteppedMerges",
+]
+
+#: a batch of updates, in the runtime's own representation (opaque to the operators)
+Batch = Any
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """The optional capabilities a runtime declares (each ``False`` unless declared).
+
+    * ``stepped_merges``: the kernels are :class:`SteppedMerges`: a large merge of a trace's
+      batches can advance one range of keys at a time (:class:`~ddflow.differential.trace.Merging`);
+    * ``small_tail``: a trace may leave its few smallest batches unmerged (a lookup in a small
+      batch costs less than merging it);
+    * ``row_batches``: the kernels are :class:`RowBatches`: a few updates can become a batch
+      without a frame;
+    * ``distinct_skips``: the kernels are :class:`DistinctSkips`: a distinct can skip the keys
+      whose new insertions change nothing;
+    * ``native_frames``: the kernels are :class:`NativeFrames`: an input takes the runtime's
+      own frames (Spark DataFrames) without collecting them.
+
+    >>> Capabilities(small_tail=True).stepped_merges
+    False
+    """
+
+    stepped_merges: bool = False
+    small_tail: bool = False
+    row_batches: bool = False
+    distinct_skips: bool = False
+    native_frames: bool = False
+
+
+class Kernels(Protocol):
+    """The bulk operations every runtime implements (see the module for their invariants)."""
+
+    #: the runtime's name (``"local"``, ``"spark"``)
+    name: str
+    #: what the runtime can do beyond this protocol
+    capabilities: Capabilities
+    #: how the runtime's traces merge (thresholds of :class:`~ddflow.differential.trace.Spine`)
+    trace_settings: TraceSettings
+
+    # construction and conversion
+    def empty(self, schema: Any, tt: TimeType) -> Batch: ...
+    def from_polars(self, frame: Any) -> Batch: ...
+    def to_polars(self, batch: Batch) -> Any: ...
+    def to_log(self, batch: Batch) -> Any:
+        """A batch of an epoch's changes as an output keeps it (see :meth:`change_log`)."""
+        ...
+
+    def change_log(self) -> ChangeLog:
+        """A new, empty log for an output's changes."""
+        ...
+
+    # facts
+    def height(self, batch: Batch) -> int: ...
+    def is_empty(self, batch: Batch) -> bool: ...
+    def distinct_times(self, batch: Batch, tt: TimeType) -> list[Time]: ...
+    def count_by_time(self, batch: Batch, tt: TimeType) -> list[tuple[Time, int]]: ...
+
+    # linear
+    def compile(self, expr: Any, schema: Any, name: str | None) -> Any: ...
+    def select(self, batch: Batch, compiled: Sequence[Any], tt: TimeType) -> Batch: ...
+    def with_columns(
+        self, batch: Batch, compiled: Sequence[Any], names: Sequence[str], tt: TimeType
+    ) -> Batch: ...
+    def filter(self, batch: Batch, predicate: Any) -> Batch: ...
+    def map_rows(
+        self,
+        batch: Batch,
+        fn: Callable[..., Any],
+        schema: Any,
+        src_names: Sequence[str],
+        tt: TimeType,
+        flat: bool,
+    ) -> Batch: ...
+    def inspect(
+        self, batch: Batch, fn: Callable[[Any], None], names: Sequence[str], tt: TimeType
+    ) -> Batch: ...
+    def concat(self, batches: Sequence[Batch]) -> Batch: ...
+    def negate(self, batch: Batch) -> Batch: ...
+    def consolidate(self, batch: Batch, sums: Sequence[str] = ...) -> Batch: ...
+
+    # times
+    def enter(
+        self, batch: Batch, outer: TimeType, inner: TimeType, priority: Any = None
+    ) -> Batch: ...
+    def leave(self, batch: Batch, inner: TimeType, outer: TimeType) -> Batch: ...
+    def increment(self, batch: Batch, tt: TimeType, limit: int | None) -> Batch: ...
+    def split_by_time(self, batch: Batch, tt: TimeType) -> list[tuple[Time, Batch]]: ...
+    def split_complete(
+        self, batches: Sequence[Batch], last_epoch: int
+    ) -> tuple[Batch | None, list[Batch]]: ...
+
+    # arrangements and joins
+    def arrange(self, batch: Batch, keys: Sequence[str]) -> Batch: ...
+    def merge(
+        self,
+        batches: Sequence[Batch],
+        tt: TimeType,
+        since: Sequence[Time],
+        sums: Sequence[str],
+        keys: Sequence[str],
+    ) -> Batch: ...
+    def key_set(self, batch: Batch) -> Any: ...
+    def lookup(self, batch: Batch, keys: Any) -> Batch: ...
+    def lookup_parts(self, parts: Sequence[Batch], keys: Any, within: bool = False) -> Batch:
+        """The updates of the keys in every batch of ``parts``, together. ``within``: the
+        reader matches keys itself (a join), so other keys' updates may come too."""
+        ...
+
+    def join_slice(
+        self,
+        delta: Batch,
+        other: Batch,
+        tt: TimeType,
+        left_on: Sequence[str],
+        right_on: Sequence[str],
+        delta_is_left: bool,
+        output: Sequence[tuple[str, str, str]],
+    ) -> Batch: ...
+
+    # the reduce family
+    def reduce_reads(
+        self, input: Spine, output: Spine, spec: ReduceSpec, tt: TimeType
+    ) -> ReduceReads: ...
+    def interesting_times(
+        self, new: Batch, history: Batch, tt: TimeType, keys: Sequence[str]
+    ) -> list[tuple[Time, Batch]]: ...
+    def time_queries(self, pending: dict[Time, list[Batch]], tt: TimeType) -> Batch: ...
+    def reduce_prepare(self, spec: ReduceSpec, batch: Batch, tt: TimeType) -> Batch: ...
+    def evaluation_slices(
+        self, queries: Batch, keys: Any, parts: Sequence[Batch]
+    ) -> list[tuple[Batch, Any]] | None:
+        """The queries cut into ranges of keys, to be read and evaluated one range at a time;
+        ``None``: evaluated at once."""
+        ...
+
+    def reduce_evaluate(
+        self, spec: ReduceSpec, queries: Batch, history: Batch, out_history: Batch, tt: TimeType
+    ) -> Batch: ...
+    def minmax_unchanged(
+        self, spec: ReduceSpec, new: Batch, out_history: Batch, tt: TimeType
+    ) -> Batch: ...
+    def without_keys(self, batch: Batch, keys: Batch) -> Batch: ...
+    def drop_key(self, batch: Batch) -> Batch: ...
+
+
+class SteppedMerges(Kernels, Protocol):
+    """Kernels that merge batches a range of keys at a time (``stepped_merges``)."""
+
+    def merge_cut(
+        self, batches: Sequence[Batch], start: Any, rows: int
+    ) -> tuple[list[Batch], Any]: ...
+    def merge_pieces(self, pieces: list[Batch], keys: Sequence[str]) -> Batch: ...
+
+
+class RowBatches(Kernels, Protocol):
+    """Kernels that make a batch of a few updates given as rows (``row_batches``)."""
+
+    #: batches of at most this many updates may be made from rows
+    small_rows: int
+
+    def from_rows(
+        self, schema: dict[str, Any], rows: Callable[[], list[tuple[Any, ...]]]
+    ) -> Batch | None: ...
+
+
+class DistinctSkips(Kernels, Protocol):
+    """Kernels that find a distinct's keys whose insertions change nothing
+    (``distinct_skips``)."""
+
+    def distinct_unchanged(
+        self, spec: ReduceSpec, new: Batch, out_history: Batch, tt: TimeType
+    ) -> Batch: ...
+
+
+class NativeFrames(Kernels, Protocol):
+    """Kernels whose inputs take the runtime's own frames (``native_frames``)."""
+
+    def native_updates(self, frame: Any, schema: Any, diff: str | None, epoch: int) -> Batch:
+        """The rows of ``frame`` as updates at ``epoch`` (with ``diff``: that column holds
+        each row's change of multiplicity, else ``+1``)."""
+        ...
+
+
+class ChangeLog(Protocol):
+    """An output's changes, epoch by epoch, as a runtime keeps them.
+
+    Invariant: :meth:`frames` returns, in epoch order, ``(first epoch, last epoch, changes)``
+    whose changes (a Polars frame of the columns, ``__t0`` and ``__diff``) are exactly those
+    appended for those epochs.
+    """
+
+    def __len__(self) -> int: ...
+    def append(self, epoch: int, changes: Any) -> None:
+        """Add an epoch's non-empty changes, as :meth:`Kernels.to_log` gave them."""
+        ...
+
+    def frame(self, changes: Any) -> Any:
+        """One epoch's changes as a Polars frame."""
+        ...
+
+    def frames(self) -> list[tuple[int, int, Any]]: ...
+
+
+class ReduceReads(Protocol):
+    """How a reduce reads its input and output arrangements during its steps.
+
+    Invariant: :meth:`history` and :meth:`output` return, for the keys asked, updates that
+    accumulate at every time in advance of the arrangements' ``since`` to what the arrangements
+    hold; the operator reports every batch it inserts (:meth:`inserted_input`,
+    :meth:`inserted_output`) before reading again.
+    """
+
+    def history(self, keys: Any) -> Batch:
+        """The input updates of the keys."""
+        ...
+
+    def history_for(self, new: Batch) -> Batch:
+        """The input updates of the keys of ``new`` that may lift one of its times (the
+        empty batch where no update of the trace can)."""
+        ...
+
+    def output(self, keys: Any) -> Batch:
+        """The output updates of the keys."""
+        ...
+
+    def inserted_input(self, batches: Sequence[Batch]) -> None:
+        """The batches just inserted in the input arrangement (maybe none)."""
+        ...
+
+    def inserted_output(self, batches: Sequence[Batch]) -> None:
+        """The batches just inserted in the output arrangement (maybe none)."""
+        ...
+
+    def end_step(self) -> None:
+        """The operator's step is over."""
+        ...
+
+
+class SpineReads:
+    """:class:`ReduceReads` that look every read up in the spines, keeping nothing."""
+
+    def __init__(self, kernels: Kernels, input: Spine, output: Spine) -> None:
+        self.kernels = kernels
+        self.input = input
+        self.output_spine = output
+
+    def history(self, keys: Any) -> Batch:
+        return self.input.lookup(keys)
+
+    def history_for(self, new: Batch) -> Batch:
+        return self.input.lookup(self.kernels.key_set(new))
+
+    def output(self, keys: Any) -> Batch:
+        return self.output_spine.lookup(keys)
+
+    def inserted_input(self, batches: Sequence[Batch]) -> None:
+        pass
+
+    def inserted_output(self, batches: Sequence[Batch]) -> None:
+        pass
+
+    def end_step(self) -> None:
+        pass

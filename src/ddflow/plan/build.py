@@ -1,0 +1,440 @@
+"""From plan to operators: instantiate every plan node on the dataflow's runtime.
+
+Nodes are visited in id order, a topological order once loops' feedback edges are set aside, so
+each operator gets a lower scheduling index than its consumers (the scheduler runs the lowest
+index with work first: upstream before downstream, the loop's variable before its body). Each
+node becomes one operator, except:
+
+* ``join`` inputs are arranged first (an ``ArrangeOp``), unless the input is an ``arrange``
+  node with the same keys, whose arrangement is then shared; a ``reduce`` arranges its input
+  itself (an :class:`~ddflow.differential.operators.join.Arranger` it keeps: nothing else reads it);
+* a loop's ``variable`` is the concatenation of the entered collection and the loop's feedback,
+  connected once the ``feedback`` node (after the body) has been built;
+* a node the fusion pass (:mod:`ddflow.plan.fusion`) marks as fused is no operator of its
+  own: its function is applied by its consumer (a chain of them is one function), or a fused
+  ``concat``'s inputs are taken by the arrangement that reads it, each on a port of its own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from ddflow.differential.batch import DIFF
+from ddflow.differential.operators.io import InputOp, OutputOp, ProbeOp
+from ddflow.differential.operators.join import ArrangeOp, Arranger, JoinOp
+from ddflow.differential.operators.linear import ConsolidateOp, Linear
+from ddflow.differential.operators.reduce import ReduceOp, ReduceSpec
+from ddflow.differential.operators.vertex import VertexOp
+from ddflow.plan.fusion import fused_nodes
+from ddflow.plan.nodes import Node
+from ddflow.timely.operator import Operator
+from ddflow.timely.progress import Summary
+from ddflow.timely.scheduler import Worker
+
+if TYPE_CHECKING:
+    from ddflow.differential.kernel import Kernels
+    from ddflow.differential.operators.io import InputSource
+    from ddflow.plan.nodes import Plan
+
+__all__ = ["build"]
+
+
+def build(
+    plan: Plan,
+    kernels: Kernels,
+    inputs: Mapping[str, InputSource],
+    *,
+    last_epoch: Callable[[], int],
+    loop_counts: dict[str, dict[tuple[int, ...], int]],
+) -> Worker:
+    """The operators of ``plan`` on the runtime whose kernels are ``kernels``, in a started
+    worker. ``inputs``: the source of each input node, by name; ``last_epoch()``: the last
+    epoch the inputs have closed (outputs release epochs up to it); ``loop_counts``: where
+    each loop's variable counts its updates per time (by loop name)."""
+    return _Builder(plan, kernels, inputs, last_epoch, loop_counts).build()
+
+
+class _Fused(NamedTuple):
+    """A stateless node built as no operator (see the module): what it reads, as pairs of a
+    node (never itself fused) and the function applied to that node's messages (None: none),
+    one pair for a chain of one-input nodes and one per input for a concat; and its name as
+    an operator (the names of the nodes it stands for)."""
+
+    inputs: tuple[tuple[Node, Any], ...]
+    name: str
+
+
+def _then(first: Any, second: Any, kernels: Any) -> Any:
+    """``second`` applied to what ``first`` gives, but not to nothing (``None``, or an empty
+    batch, which an operator of its own would not have sent on)."""
+    if second is None:
+        return first
+
+    def both(batch: Any) -> Any:
+        out = first(batch)
+        if out is None or kernels.is_empty(out):
+            return out
+        return second(out)
+
+    return both
+
+
+class _Builder:
+    def __init__(
+        self,
+        plan: Plan,
+        kernels: Kernels,
+        inputs: Mapping[str, InputSource],
+        last_epoch: Callable[[], int],
+        loop_counts: dict[str, dict[tuple[int, ...], int]],
+    ) -> None:
+        self.plan = plan
+        self.k = kernels
+        self.inputs = inputs
+        self.last_epoch = last_epoch
+        self.loop_counts = loop_counts
+        self.worker = Worker()
+        # node id -> (operator, output port)
+        self.ports: dict[int, tuple[Operator, int]] = {}
+        self.arranged: dict[int, ArrangeOp] = {}
+        # node id -> the node's function, applied by its consumer (see the module)
+        self.fused: dict[int, _Fused] = {}
+        # node id -> how many inputs of other nodes read it
+        # the nodes applied by their one consumer (see ddflow.plan.fusion)
+        self.fusion = fused_nodes(plan)
+
+    def build(self) -> Worker:
+        for node in self.plan.nodes:
+            getattr(self, f"_op_{node.op}")(node)
+        # (a fused node has one consumer, and every node is built: each was taken up)
+        assert not self.fused, f"fused nodes without an operator: {sorted(self.fused)}"
+        self.worker.start()
+        return self.worker
+
+    # ------------------------------------------------------------------ helpers
+
+    def _add(self, op: Operator, node: Node | None, inputs: tuple[Node, ...] = ()) -> Operator:
+        sources = []
+        chains: list[str] = []
+        for i, n in enumerate(inputs):
+            chain = None
+            if type(op) is Linear:
+                n, fn, chain = self._chain(n)
+                if chain is not None:  # (its function applied by op)
+                    op.fns[i] = _then(fn, op.fns[i], self.k)
+            chains.append(chain or "-")
+            sources.append(self._port(n.id))
+        if any(c != "-" for c in chains):  # (named after what it applies: select+enter, or
+            # concat(select+filter, -) for a chain on the first of two inputs)
+            name = op.kind = op.name
+            op.name = f"{chains[0]}+{name}" if len(chains) == 1 else f"{name}({', '.join(chains)})"
+        self.worker.add(op)  # (after any operator _port made for its inputs: upstream first)
+        for i, (src, port) in enumerate(sources):
+            self.worker.connect(src, port, op, i)
+        if node is not None:
+            self.ports[node.id] = (op, 0)
+        return op
+
+    def _chain(self, n: Node) -> tuple[Node, Any, str | None]:
+        """What a reader of ``n`` takes up: where ``n`` is a fused chain of one-input nodes,
+        the node the chain reads, its function and its name (the chain is then the reader's
+        to apply); else ``n`` itself, with no function and no name."""
+        up = self.fused.get(n.id)
+        if up is None or len(up.inputs) > 1:
+            return n, None, None
+        del self.fused[n.id]
+        ((source, fn),) = up.inputs
+        return source, fn, up.name
+
+    def _port(self, node_id: int) -> tuple[Operator, int]:
+        """The operator and port giving a node's output (never a fused node's: its consumer
+        takes it up)."""
+        assert node_id not in self.fused, f"fused node {node_id} read by an operator"
+        return self.ports[node_id]
+
+    def _linear(self, node: Node, fn: Any, name: str | None = None) -> None:
+        tt = node.scope.time_type
+        (src,) = node.inputs
+        if node.id in self.fusion:  # (applied by its consumer: a stateless operator or an
+            # arrangement)
+            name = name or node.op
+            source, first, chain = self._chain(src)
+            if chain is None:
+                self.fused[node.id] = _Fused(((src, fn),), name)
+            else:  # (a chain: one function)
+                self.fused[node.id] = _Fused(
+                    ((source, _then(first, fn, self.k)),), f"{chain}+{name}"
+                )
+            return
+        self._add(Linear(name or node.op, [tt], tt, [fn], self.k), node, node.inputs)
+
+    def _empty(self, node: Node) -> Any:
+        return self.k.empty(node.schema.polars_schema(), node.scope.time_type)
+
+    def _arrangement(
+        self,
+        node: Node,
+        keys: tuple[str, ...],
+        prepare: Any = None,
+        sums: tuple[str, ...] = (DIFF,),
+        empty: Any = None,
+    ) -> ArrangeOp:
+        """An arrangement of ``node`` by ``keys``: shared if ``node`` is such an arrangement."""
+        if prepare is None and node.op == "arrange" and tuple(node.params["keys"]) == keys:
+            return self.arranged[node.id]
+        arranger, sources, name = self._arranger(node, keys, prepare, sums, empty)
+        op = ArrangeOp(node.scope.time_type, arranger)
+        self._add_reading(op, sources, name)
+        return op
+
+    def _arranger(
+        self,
+        node: Node,
+        keys: tuple[str, ...],
+        prepare: Any = None,
+        sums: tuple[str, ...] = (DIFF,),
+        empty: Any = None,
+    ) -> tuple[Arranger, list[tuple[Operator, int]], str | None]:
+        """A new arrangement of ``node`` by ``keys``, for an operator to keep: the
+        :class:`Arranger`, the ports its operator's inputs read, and the name of the fused
+        node it takes up (None: none; see the module)."""
+        fused = self.fused.pop(node.id, None)  # (its inputs taken on ports of the arrangement)
+        inputs = ((node, None),) if fused is None else fused.inputs
+        sources = [self._port(n.id) for n, _ in inputs]
+        arranger = Arranger(
+            node.scope.time_type,
+            self.k,
+            keys,
+            self._empty(node) if empty is None else empty,
+            prepare=prepare,
+            sums=sums,
+            fns=[fn for _, fn in inputs],
+        )
+        return arranger, sources, None if fused is None else fused.name
+
+    def _add_reading(
+        self, op: Operator, sources: list[tuple[Operator, int]], fused: str | None
+    ) -> None:
+        """Add ``op``, its inputs reading ``sources`` (named after the node it takes up)."""
+        if fused is not None:
+            op.kind = op.name
+            op.name = f"{fused}+{op.name}"
+        self.worker.add(op)
+        for i, (src, port) in enumerate(sources):
+            self.worker.connect(src, port, op, i)
+
+    # ------------------------------------------------------------------ sources and sinks
+
+    def _op_input(self, node: Node) -> None:
+        source = self.inputs[node.params["name"]]
+        op = InputOp(source)
+        source.attach(op)
+        self._add(op, node)
+
+    def _op_output(self, node: Node) -> None:
+        sink = node.params["sink"]
+        self._add(OutputOp(self.k, sink._on_epoch, self.last_epoch), node, node.inputs)
+
+    def _op_probe(self, node: Node) -> None:
+        probe = node.params["probe"]
+        probe.op = self._add(ProbeOp(), node, node.inputs)
+
+    # ------------------------------------------------------------------ linear
+
+    def _compiled(self, node: Node) -> list[Any]:
+        schema = node.inputs[0].schema
+        return [self.k.compile(e, schema, name) for name, e in node.params["exprs"]]
+
+    def _op_select(self, node: Node) -> None:
+        compiled = self._compiled(node)
+        tt = node.scope.time_type
+        k = self.k
+        self._linear(node, lambda b: k.select(b, compiled, tt))
+
+    def _op_with_columns(self, node: Node) -> None:
+        compiled = self._compiled(node)
+        names = list(node.schema.names)
+        tt = node.scope.time_type
+        k = self.k
+        self._linear(node, lambda b: k.with_columns(b, compiled, names, tt))
+
+    def _op_filter(self, node: Node) -> None:
+        pred = self.k.compile(node.params["expr"], node.inputs[0].schema, None)
+        k = self.k
+        self._linear(node, lambda b: k.filter(b, pred))
+
+    def _op_map(self, node: Node) -> None:
+        self._row_fn(node, flat=False)
+
+    def _op_flat_map(self, node: Node) -> None:
+        self._row_fn(node, flat=True)
+
+    def _row_fn(self, node: Node, flat: bool) -> None:
+        fn, schema, tt, k = node.params["fn"], node.schema, node.scope.time_type, self.k
+        src_names = list(node.inputs[0].schema.names)
+        self._linear(node, lambda b: k.map_rows(b, fn, schema, src_names, tt, flat))
+
+    def _op_negate(self, node: Node) -> None:
+        self._linear(node, self.k.negate)
+
+    def _op_consolidate(self, node: Node) -> None:
+        self._add(ConsolidateOp("consolidate", node.scope.time_type, self.k, 1), node, node.inputs)
+
+    def _op_inspect(self, node: Node) -> None:
+        fn, tt, k = node.params["fn"], node.scope.time_type, self.k
+        names = list(node.schema.names)
+        self._linear(node, lambda b: k.inspect(b, fn, names, tt))
+
+    def _op_concat(self, node: Node) -> None:
+        tt = node.scope.time_type
+        if node.id in self.fusion:
+            # taken up by the arrangement that reads it, with the functions of its fused inputs
+            inputs: list[tuple[Node, Any]] = []
+            names = []
+            for n in node.inputs:
+                source, fn, chain = self._chain(n)
+                inputs.append((source, fn))
+                names.append(chain or "-")
+            self.fused[node.id] = _Fused(tuple(inputs), f"concat({', '.join(names)})")
+            return
+        self._add(
+            Linear("concat", [tt] * len(node.inputs), tt, [None] * len(node.inputs), self.k),
+            node,
+            node.inputs,
+        )
+
+    def _op_port(self, node: Node) -> None:
+        (vertex,) = node.inputs
+        op, _ = self.ports[vertex.id]
+        self.ports[node.id] = (op, node.params["port"])
+
+    def _op_vertex(self, node: Node) -> None:
+        tt = node.scope.time_type
+        op = VertexOp(node.params["vertex"], tt, len(node.inputs), node.params["outputs"], self.k)
+        self._add(op, node, node.inputs)
+
+    # ------------------------------------------------------------------ loops
+
+    def _op_enter(self, node: Node) -> None:
+        (src,) = node.inputs
+        outer, inner = src.scope.time_type, node.scope.time_type
+        compiled = node.params.get("compiled")
+        k = self.k
+        extra = inner.width - outer.width
+        summary = Summary.enter(outer, inner.coordinates[-1])
+
+        def time_fn(t: tuple[int, ...]) -> tuple[int, ...]:
+            return t + (0,) * extra
+
+        op = Linear(
+            "enter",
+            [outer],
+            inner,
+            [lambda b: k.enter(b, outer, inner, compiled)],
+            self.k,
+            time_fn,
+            summary,
+        )
+        self._add(op, node, node.inputs)
+
+    def _op_variable(self, node: Node) -> None:
+        tt = node.scope.time_type
+        # port 0: the entered collection; port 1: the feedback, connected in _op_feedback
+        stats = self.loop_counts.setdefault(node.params["name"], {})
+        k = self.k
+
+        def count(b: Any) -> Any:
+            for t, n in k.count_by_time(b, tt):
+                stats[t] = stats.get(t, 0) + n
+            return b
+
+        op = Linear("variable", [tt, tt], tt, [count, count], self.k)
+        self._add(op, node, node.inputs)
+
+    def _op_feedback(self, node: Node) -> None:
+        tt = node.scope.time_type
+        # port 0: the body's result; port 1: the entered source, subtracted
+        op = ConsolidateOp(
+            "feedback",
+            tt,
+            self.k,
+            2,
+            negate=(1,),
+            increment=True,
+            limit=node.params["max_iterations"],
+        )
+        self._add(op, None, node.inputs)
+        var_op, _ = self.ports[node.params["variable"].id]
+        self.worker.connect(op, 0, var_op, 1)
+
+    def _op_leave(self, node: Node) -> None:
+        (src,) = node.inputs
+        inner, outer = src.scope.time_type, node.scope.time_type
+        k = self.k
+
+        def time_fn(t: tuple[int, ...]) -> tuple[int, ...]:
+            return t[: outer.width]
+
+        op = Linear(
+            "leave",
+            [inner],
+            outer,
+            [lambda b: k.leave(b, inner, outer)],
+            self.k,
+            time_fn,
+            Summary.leave(inner),
+        )
+        self._add(op, node, node.inputs)
+
+    # ------------------------------------------------------------------ stateful
+
+    def _op_arrange(self, node: Node) -> None:
+        keys = tuple(node.params["keys"])
+        (src,) = node.inputs
+        op = self._arrangement(src, keys)
+        self.arranged[node.id] = op
+        self.ports[node.id] = (op, 0)
+
+    def _op_join(self, node: Node) -> None:
+        left, right = node.inputs
+        lk, rk = tuple(node.params["left_on"]), tuple(node.params["right_on"])
+        la = self._arrangement(left, lk)
+        ra = self._arrangement(right, rk)
+        tt = node.scope.time_type
+        op = JoinOp(tt, self.k, la.spine, ra.spine, lk, rk, node.params["output"])
+        self.worker.add(op)
+        self.worker.connect(la, 0, op, 0)
+        self.worker.connect(ra, 0, op, 1)
+        self.ports[node.id] = (op, 0)
+
+    def _op_reduce(self, node: Node) -> None:
+        (src,) = node.inputs
+        tt = node.scope.time_type
+        spec = _spec(node)
+        k = self.k
+
+        def prepare(b: Any) -> Any:
+            return k.reduce_prepare(spec, b, tt)
+
+        # (the input's arrangement, kept by the reduce: no other operator reads it)
+        arranger, sources, name = self._arranger(
+            src, spec.keys, prepare=prepare, sums=(DIFF, *spec.weights), empty=self._empty(src)
+        )
+        op = ReduceOp(tt, k, arranger, spec, self._empty(node))
+        self._add_reading(op, sources, name)
+        self.ports[node.id] = (op, 0)
+
+
+def _spec(node: Node) -> ReduceSpec:
+    p = node.params
+    out_types = {n: dt.polars for n, dt in node.schema.items()}
+    return ReduceSpec.of(
+        p["kind"],
+        p["keys"],
+        aggs=p.get("aggs", ()),
+        fn=p.get("fn"),
+        values=p.get("values", ()),
+        outputs=p.get("outputs", ()),
+        out_types=out_types,
+    )

@@ -1,0 +1,836 @@
+"""The local runtime's data plane: batches of updates as Polars DataFrames.
+
+A *batch* is a ``polars.DataFrame`` whose columns are the collection's data columns, then one
+``int64`` column per time integer (``__t0``, ``__t1``, ...; see :meth:`TimeType.columns`), then
+``__diff`` (``int64``). Every row is one update ``(data, time, diff)``. An *arranged* batch adds
+``__key``: an ``int64`` code of the arrangement's key columns (the key itself for a single integer
+key, otherwise a row hash), and is sorted by it, so that a lookup of ``k`` keys in a batch of
+``n`` rows costs ``O(k log n)`` (``numpy.searchsorted``), or ``O(k)`` where a large batch's codes
+are dense enough for a direct index (:func:`~ddflow.runtime.local.rows.dense_offsets`), never a
+scan.
+
+Invariants of the kernels:
+
+* ``consolidate`` leaves at most one row per ``(data, time)`` and no zero diff;
+* ``join_slice`` returns, for every pair of rows with equal keys, the pair's data, the least upper
+  bound of their times and the product of their diffs;
+* ``accumulate`` returns, for every query ``(key, time)``, the sum of the diffs of the rows with
+  that key and a time ``<=`` the query time, per data value, without zeros.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import polars as pl
+
+from ddflow.differential.batch import DIFF, KEY, NULL_CODE
+from ddflow.differential.kernel import Capabilities
+from ddflow.runtime.local import rows as R
+from ddflow.runtime.local.changelog import ChangeLog
+from ddflow.runtime.local.columnar import (
+    _greatest_times,
+    _time_bounds,
+    accumulate,
+    any_nonzero,
+    balanced_cuts,
+    batch_codes,
+    evaluated_rows,
+    grouped_sums,
+    join_exprs,
+    merge_arrays,
+    one_time,
+    scans,
+    share_key,
+    shares_key,
+    slice_batch,
+    sorted_by_key,
+)
+from ddflow.runtime.local.exprs import Overflow, row_builder
+from ddflow.runtime.local.reads import CachedReads
+from ddflow.runtime.local.rows import Batch, Rows, as_rows, frame
+from ddflow.runtime.local.settings import LocalSettings
+from ddflow.timely.lattice import Time, TimeType
+
+if TYPE_CHECKING:
+    from ddflow.differential.operators.reduce import ReduceSpec
+    from ddflow.differential.trace import Spine
+
+__all__ = ["LocalKernels"]
+
+
+class LocalKernels:
+    """Bulk operations on Polars batches, and on small batches held as Python rows
+    (:mod:`ddflow.runtime.local.rows`); one instance per dataflow, stateless.
+
+    ``settings`` (:class:`~ddflow.runtime.local.settings.LocalSettings`) choose each kernel's
+    path: the kernels read them, and pass them to the functions they call. Their
+    ``small_batch_rows``: batches of at most this many rows are held as rows, and the reduce
+    works row by row on steps of up to ``settings.reduce.small_rows`` rows; ``0`` keeps every
+    batch columnar (Polars) and every kernel on its columnar path.
+
+    >>> LocalKernels(LocalSettings(small_batch_rows=0)).small_rows
+    -1
+    """
+
+    name = "local"
+    capabilities = Capabilities(
+        stepped_merges=True, small_tail=True, row_batches=True, distinct_skips=True
+    )
+
+    def __init__(self, settings: LocalSettings | None = None) -> None:
+        self.settings = LocalSettings() if settings is None else settings
+        self.trace_settings = self.settings.trace
+        self._held_as_rows()
+
+    def set_small_rows(self, small_rows: int) -> None:
+        """Hold batches of at most ``small_rows`` rows as rows from now on (``0``: none; the
+        settings' ``small_batch_rows``); batches already held either way stay valid."""
+        self.settings = replace(self.settings, small_batch_rows=small_rows)
+        self._held_as_rows()
+
+    def _held_as_rows(self) -> None:
+        small_rows = self.settings.small_batch_rows
+        #: batches of at most this many rows are held as rows (-1: none)
+        self.small_rows = small_rows if small_rows > 0 else -1
+        #: a lookup in a large columnar batch gives rows up to this many (the reduce reads a
+        #: key's whole group row by row, and a gather from NumPy views beats Polars' here)
+        self.lookup_rows = (
+            max(self.small_rows, self.settings.lookups.rows) if small_rows > 0 else -1
+        )
+
+    def _small(self, data: pl.DataFrame) -> Any:
+        """A small result as rows (see :func:`local_rows.as_rows`)."""
+        return as_rows(data, self.small_rows)
+
+    # ------------------------------------------------------------------ construction
+
+    def with_time(
+        self, data: pl.DataFrame, tt: TimeType, time: Time, diff: int = 1
+    ) -> pl.DataFrame:
+        """Updates at one time: the data rows, each with the given diff."""
+        cols = [pl.lit(v, dtype=pl.Int64).alias(c) for c, v in zip(tt.columns(), time, strict=True)]
+        return data.with_columns([*cols, pl.lit(diff, dtype=pl.Int64).alias(DIFF)])
+
+    def empty(self, schema: pl.Schema | dict[str, pl.DataType], tt: TimeType) -> pl.DataFrame:
+        full = dict(schema)
+        for c in tt.columns():
+            full[c] = pl.Int64
+        full[DIFF] = pl.Int64
+        return pl.DataFrame(schema=full)
+
+    # ------------------------------------------------------------------ linear
+
+    def compile(self, expr: Any, schema: Any, name: str | None) -> pl.Expr:
+        """A column expression compiled, once, to a Polars expression. A plain column
+        reference also records ``(source column, output name)`` (``_dd_column``): rows are then
+        projected without Polars. So does a cast of a column to its own Polars type, which
+        leaves every value (null included) as it is: a graph algorithm's cast of its input's
+        weights to int64, say, of weights that are int64 already."""
+        from ddflow.expr.nodes import compile_polars
+
+        compiled = compile_polars(expr, schema)
+        if name is not None:
+            compiled = compiled.alias(name)
+        source = expr
+        while source.kind == "alias" or (
+            source.kind == "cast"
+            and source.args[0].kind == "col"
+            and schema[source.args[0].params[0]].polars == source.params[0].polars
+        ):
+            source = source.args[0]
+        if source.kind == "col":
+            compiled._dd_column = (source.params[0], compiled.meta.output_name())  # type: ignore[attr-defined]
+        else:
+            built = row_builder(expr, schema)
+            if built is not None:  # (name, kind, builder): rows evaluated without Polars
+                compiled._dd_row = (compiled.meta.output_name(), *built)  # type: ignore[attr-defined]
+        return compiled
+
+    def select(self, batch: Any, compiled: Sequence[pl.Expr], tt: TimeType) -> Any:
+        if type(batch) is Rows:
+            columns = [getattr(c, "_dd_column", None) for c in compiled]
+            if None not in columns:
+                sources, names = zip(*columns, strict=True)
+                return self._project(batch, sources, names, tt)
+            evaluated = evaluated_rows(batch, compiled, tt)
+            if evaluated is not None:
+                return evaluated
+            return self._small(self.select(batch.to_frame(), compiled, tt))
+        return batch.select([*compiled, *tt.columns(), DIFF])
+
+    def _project(
+        self, batch: Rows, sources: Sequence[str], names: Sequence[str], tt: TimeType
+    ) -> Rows:
+        g = batch.getter([*sources, *tt.columns(), DIFF])
+        schema = {n: batch.schema[s] for n, s in zip(names, sources, strict=True)}
+        return Rows(R.updates_schema(schema, tt), [g(r) for r in batch.rows])
+
+    def with_columns(
+        self, batch: Any, compiled: Sequence[pl.Expr], names: Sequence[str], tt: TimeType
+    ) -> Any:
+        if type(batch) is Rows:
+            columns = [getattr(c, "_dd_column", None) for c in compiled]
+            if None not in columns:
+                renamed = {name: src for src, name in columns}  # type: ignore[misc]
+                return self._project(batch, [renamed.get(n, n) for n in names], names, tt)
+            return self._small(self.with_columns(batch.to_frame(), compiled, names, tt))
+        return batch.with_columns(compiled).select([*names, *tt.columns(), DIFF])
+
+    def filter(self, batch: Any, predicate: pl.Expr) -> Any:
+        if type(batch) is Rows:
+            built = getattr(predicate, "_dd_row", None)
+            if built is not None and built[1] == "bool":
+                test = built[2](batch.index)
+                with contextlib.suppress(Overflow):  # (else Polars says what it makes)
+                    return batch.like([r for r in batch.rows if test(r) is True])
+            return self._small(batch.to_frame().filter(predicate))
+        return batch.filter(predicate)
+
+    def map_rows(
+        self, batch: Batch, fn: Any, schema: Any, src_names: Sequence[str], tt: TimeType, flat: bool
+    ) -> Batch:
+        """Apply a Python row function (``flat``: returning any number of rows) to every row."""
+        if type(batch) is Rows:
+            return self._small(self.map_rows(batch.to_frame(), fn, schema, src_names, tt, flat))
+        single = len(schema.names) == 1
+        rows: list[Any] = []
+        index: list[int] = []
+        for i, row in enumerate(batch.select(src_names).iter_rows()):
+            outs = fn(row) if flat else (fn(row),)
+            for out in outs:
+                rows.append(out if not single or isinstance(out, tuple) else (out,))
+                index.append(i)
+        data = schema.rows_to_frame(rows)
+        rest = batch.select([*tt.columns(), DIFF])
+        rest = rest[index] if index else rest.clear()
+        return pl.concat([data, rest], how="horizontal")
+
+    def inspect(self, batch: Batch, fn: Any, names: Sequence[str], tt: TimeType) -> Batch:
+        tcols = tt.columns()
+        time = pl.col(tcols[0]) if tt.width == 1 else pl.concat_list(tcols)
+        fn(frame(batch).select([*names, time.alias("time"), pl.col(DIFF).alias("diff")]))
+        return batch
+
+    def is_empty(self, batch: Any) -> bool:
+        return batch.height == 0
+
+    def to_polars(self, batch: Any) -> pl.DataFrame:
+        return frame(batch)
+
+    def to_log(self, batch: Any) -> Any:
+        """A batch an output keeps: as it is (a frame, or rows the output makes a frame when
+        read)."""
+        return batch
+
+    def from_rows(self, schema: dict[str, Any], rows: Callable[[], list[tuple[Any, ...]]]) -> Any:
+        """A few updates given as rows (``rows()``, in the column order of ``schema``) as a
+        batch: rows where the schema has a row form, else None (the caller builds a frame)."""
+        if self.small_rows < 0 or not R.rowable(schema):
+            return None
+        return Rows(schema, rows())
+
+    def from_polars(self, data: pl.DataFrame) -> Any:
+        """A frame of updates as a batch: small ones as rows (:mod:`local_rows`)."""
+        return self._small(data)
+
+    def concat(self, batches: Sequence[Any]) -> Any:
+        if len(batches) == 1:
+            return batches[0]
+        nonempty = [b for b in batches if b.height]
+        if len(nonempty) <= 1:
+            return nonempty[0] if nonempty else batches[0]
+        if all(type(b) is Rows for b in nonempty):
+            first = nonempty[0]
+            if all(b.names == first.names for b in nonempty):
+                return first.like([r for b in nonempty for r in b.rows])
+            names = first.names
+            return first.like([r for b in nonempty for r in b.project(names).rows])
+        frames = [frame(b) for b in nonempty]
+        if any(f.columns != frames[0].columns for f in frames):
+            frames = [f.select(frames[0].columns) for f in frames]
+        return pl.concat(frames, how="vertical")
+
+    def negate(self, batch: Any) -> Any:
+        if type(batch) is Rows:
+            return R.negate(batch)
+        return batch.with_columns(-pl.col(DIFF))
+
+    def consolidate(self, batch: Any, sums: Sequence[str] = (DIFF,)) -> Any:
+        """One row per ``(data, time)`` with the summed diff (and any other summed weight
+        columns); rows whose sums are all zero removed."""
+        if type(batch) is Rows:
+            return R.consolidate(batch, sums)
+        if batch.height <= 1:
+            return batch.filter(any_nonzero(sums))
+        # the key code first: a packed sum then leaves an arranged batch sorted by it
+        keys = sorted((c for c in batch.columns if c not in sums), key=lambda c: c != KEY)
+        out = grouped_sums(batch, keys, sums, self.settings.sums, drop_zero=True)
+        return out if out.columns == batch.columns else out.select(batch.columns)
+
+    def enter(
+        self, batch: Batch, outer: TimeType, inner: TimeType, priority: pl.Expr | None = None
+    ) -> Batch:
+        """Extend the times by a loop's coordinate: ``0`` for ``iterate``; the record's
+        ``(priority, 0)`` for ``prioritized_iterate``."""
+        if type(batch) is Rows:
+            if priority is None:
+                return R.enter(batch, outer, inner)
+            return self._small(self.enter(batch.to_frame(), outer, inner, priority))
+        data = [c for c in batch.columns if not c.startswith("__")]
+        new = inner.columns()[outer.width :]
+        if priority is None:
+            extra = [pl.lit(0, dtype=pl.Int64).alias(c) for c in new]
+        else:
+            extra = [priority.cast(pl.Int64).alias(new[0]), pl.lit(0, dtype=pl.Int64).alias(new[1])]
+        return batch.select([*data, *outer.columns(), *extra, DIFF])
+
+    def leave(self, batch: Batch, inner: TimeType, outer: TimeType) -> Batch:
+        """Drop the loop's coordinate from the times."""
+        if type(batch) is Rows:
+            return R.leave(batch, inner, outer)
+        return batch.drop(inner.columns()[outer.width :])
+
+    def increment(self, batch: Batch, tt: TimeType, limit: int | None) -> Batch:
+        """Add one to the innermost iteration; drop updates that would reach ``limit``."""
+        if type(batch) is Rows:
+            return R.increment(batch, tt, limit)
+        last = tt.columns()[-1]
+        out = batch.with_columns(pl.col(last) + 1)
+        if limit is not None:
+            out = out.filter(pl.col(last) < limit)
+        return out
+
+    def advance(self, batch: Batch, tt: TimeType, frontier: Sequence[Time]) -> Batch:
+        """Advance every time by the frontier (compaction), without consolidating."""
+        if type(batch) is Rows:
+            return R.advance(batch, tt, frontier)
+        if not frontier or batch.height == 0:
+            return batch
+        cols = tt.columns()
+        if tt.is_product:  # a max with the frontier's floor, column by column
+            floor = tt.advance_floor(frontier)
+            assert floor is not None
+            return batch.with_columns(
+                [
+                    pl.col(c).clip(lower_bound=pl.lit(f, dtype=pl.Int64))
+                    for c, f in zip(cols, floor, strict=True)
+                ]
+            )
+        times = batch.select(cols).to_numpy().astype(np.int64, copy=False)
+        adv = tt.advance_by_array(times, frontier)
+        return batch.with_columns([pl.Series(c, adv[:, i]) for i, c in enumerate(cols)])
+
+    # ------------------------------------------------------------------ times
+
+    def distinct_times(self, batch: Any, tt: TimeType) -> list[Time]:
+        if type(batch) is Rows:
+            return R.distinct_times(batch, tt)
+        if batch.height == 0:
+            return []
+        cols = tt.columns()
+        return [tuple(r) for r in batch.select(cols).unique().sort(cols).iter_rows()]
+
+    def split_by_time(self, batch: Any, tt: TimeType) -> list[tuple[Time, Any]]:
+        if type(batch) is Rows:
+            return R.split_by_time(batch, tt)
+        cols = tt.columns()
+        if batch.height == 0:
+            return []
+        one = one_time(batch, cols)
+        if one is not None:  # (a step's output is mostly at one time: no partition)
+            return [(one, batch)]
+        parts = batch.partition_by(cols, as_dict=True, maintain_order=True)
+        return sorted(((tuple(k), v) for k, v in parts.items()), key=lambda kv: kv[0])  # type: ignore[arg-type]
+
+    def count_by_time(self, batch: Batch, tt: TimeType) -> list[tuple[Time, int]]:
+        """How many updates the batch holds at each time."""
+        if type(batch) is Rows:
+            return R.count_by_time(batch, tt)
+        cols = tt.columns()
+        if batch.height == 0:
+            return []
+        counts = batch.group_by(cols).len()
+        return [(tuple(r[:-1]), int(r[-1])) for r in counts.iter_rows()]
+
+    def split_complete(
+        self, batches: Sequence[Batch], last_epoch: int
+    ) -> tuple[Batch | None, list[Batch]]:
+        """Split top-level batches into the updates at epochs ``<= last_epoch`` and the rest."""
+        if not batches:
+            return None, []
+        allb = self.concat(batches)
+        if type(allb) is Rows:
+            i = allb.index("__t0")
+            ready_rows = [r for r in allb.rows if r[i] <= last_epoch]
+            rest_rows = [r for r in allb.rows if r[i] > last_epoch]
+            return (
+                (allb.like(ready_rows) if ready_rows else None),
+                ([allb.like(rest_rows)] if rest_rows else []),
+            )
+        t0 = pl.col("__t0")
+        ready = allb.filter(t0 <= last_epoch)
+        rest = allb.filter(t0 > last_epoch)
+        return (ready if ready.height else None), ([rest] if rest.height else [])
+
+    # ------------------------------------------------------------------ arrangements
+
+    def key_codes(self, frame: pl.DataFrame, keys: Sequence[str]) -> pl.Series:
+        """An int64 code per row for the key columns: the key for one integer column, a
+        multiply-xorshift mix for several integer columns, else Polars' row hash (equal keys
+        have equal codes; unequal keys rarely share one, and lookups re-check)."""
+        if len(keys) == 1 and frame.schema[keys[0]].is_integer():
+            return frame.get_column(keys[0]).cast(pl.Int64).fill_null(NULL_CODE).alias(KEY)
+        if not keys:
+            return pl.Series(KEY, np.zeros(frame.height, dtype=np.int64))
+        if R.integer_keys(dict(frame.schema), keys):  # a mix row kernels compute alike
+            return pl.Series(KEY, R.mix_codes([frame.get_column(k) for k in keys]))
+        return frame.select(keys).hash_rows(seed=0x5EED).reinterpret(signed=True).alias(KEY)
+
+    def arrange(self, batch: Any, keys: Sequence[str]) -> Any:
+        """Add the key code column and sort by it."""
+        if type(batch) is Rows:
+            return R.arrange(batch, keys)
+        if KEY not in batch.columns:
+            batch = batch.with_columns(self.key_codes(batch, keys))
+        # (a consolidated batch whose first column is its integer key comes sorted by it)
+        return share_key(sorted_by_key(batch), keys)
+
+    def merge(
+        self,
+        batches: Sequence[Batch],
+        tt: TimeType,
+        since: Sequence[Time],
+        sums: Sequence[str] = (DIFF,),
+        keys: Sequence[str] = (),
+    ) -> Batch:
+        """Merge arranged batches, advancing times to ``since`` and consolidating."""
+        total = sum(b.height for b in batches)
+        if all(type(b) is Rows for b in batches) and total <= self.small_rows:
+            return R.merge(self.concat(batches), tt, since, sums)
+        if total <= self.settings.sums.merge_array_rows:
+            merged = merge_arrays(batches, tt, since, sums)
+            if merged is not None:
+                small: Batch = self._small(share_key(merged, keys))
+                return small
+        merged = frame(self.advance(self.concat([frame(b) for b in batches]), tt, since))
+        if keys and shares_key(merged, keys):
+            # the key code is a copy of the key column: summed without it (a column less to
+            # pack and gather), then put back
+            group = [keys[0], *(c for c in merged.columns if c not in (*sums, KEY, keys[0]))]
+            merged = (
+                grouped_sums(merged.drop(KEY), group, sums, self.settings.sums, drop_zero=True)
+                .with_columns(pl.col(keys[0]).alias(KEY))
+                .select(merged.columns)
+            )
+        else:
+            merged = self.consolidate(merged, sums)
+        return self._small(share_key(sorted_by_key(merged), keys))
+
+    def merge_cut(
+        self, batches: Sequence[Batch], start: int | None, rows: int
+    ) -> tuple[list[Batch], int | None]:
+        """The next range of keys of a merge in steps
+        (:class:`~ddflow.differential.trace.Merging`): the updates of each of ``batches``
+        (arranged) with key codes from ``start`` (None: the first) on, about ``rows`` of the
+        one with most left and the others' in the same range, never splitting a key; and the
+        first code after the range (None: it reached the end)."""
+        codes = [batch_codes(b) for b in batches]
+        at = [0 if start is None else int(np.searchsorted(c, start, side="left")) for c in codes]
+        # cut in the one with most updates left, at a key boundary
+        j = max(range(len(codes)), key=lambda n: len(codes[n]) - at[n])
+        big, i = codes[j], at[j]
+        end = i + max(rows, 1)
+        cut: int | None = None
+        if end < len(big):
+            cut = int(big[end])
+            if int(np.searchsorted(big, cut, side="left")) == i:  # one key holds them all
+                after = int(np.searchsorted(big, cut, side="right"))
+                cut = int(big[after]) if after < len(big) else None
+        ends = [len(c) if cut is None else int(np.searchsorted(c, cut, side="left")) for c in codes]
+        return [slice_batch(b, lo, hi) for b, lo, hi in zip(batches, at, ends, strict=True)], cut
+
+    def merge_pieces(self, pieces: list[Batch], keys: Sequence[str]) -> Any:
+        """The ranges a merge in steps produced, in order, as one arranged batch (contiguous:
+        its columns are read as NumPy views). Takes the pieces out of ``pieces``, and copies
+        one column at a time, letting the pieces' copy of each go as it is done: the pieces
+        and the batch are never both alive whole (a first epoch's largest merge is a few
+        hundred MB)."""
+        if not pieces:
+            return self._small(pl.DataFrame())
+        if len(pieces) == 1:
+            merged = pieces.pop()
+            if isinstance(merged, Rows):
+                return merged
+            return self._small(share_key(merged.rechunk(), keys))
+        frames = [frame(p) for p in pieces]
+        pieces.clear()
+        names = frames[0].columns
+        frames = [f if f.columns == names else f.select(names) for f in frames]
+        shared = all(shares_key(f, keys) for f in frames)  # (the code is put back below)
+        columns: dict[str, pl.Series] = {}
+        for name in names:
+            if not (shared and name == KEY):
+                columns[name] = pl.concat([f.get_column(name) for f in frames]).rechunk()
+            frames = [f.drop(name) for f in frames]
+        return self._small(share_key(pl.DataFrame(columns), keys).select(names))
+
+    def lookup_within(self, batch: Any, codes: Any) -> Any:
+        """Rows of an arranged batch among which are those whose key code is in ``codes``,
+        for a reader that matches keys itself (a join): the batch itself where
+        :meth:`lookup` would scan it, else the same rows. (A first epoch's join asks for most
+        keys: the rows it would copy are most of the batch.)"""
+        return batch if scans(batch, codes, self.settings.lookups) else self.lookup(batch, codes)
+
+    def lookup_parts(self, parts: Sequence[Any], codes: Any, within: bool = False) -> Any:
+        """:meth:`lookup` in each batch of a trace, concatenated: as rows when few match in
+        all of them (at most ``lookup_rows``), else one frame gathered from NumPy views of the
+        batches' columns (no frame per batch, and no rows turned into a frame when
+        concatenated with frames). At most ``settings.lookups.few_codes`` keys are searched
+        key by key into one list of rows (:func:`~ddflow.runtime.local.rows.lookup_few`).
+        ``within``: as :meth:`lookup_within` where a batch would be scanned."""
+        from ddflow.runtime.local.index import gather_found
+
+        lookups = self.settings.lookups
+        few_codes = lookups.few_codes
+        if (
+            len(codes) <= few_codes
+            and self.lookup_rows >= 0
+            and not (within and few_codes * lookups.scan_rows_per_key >= lookups.scan_rows)
+        ):
+            # (no batch is scanned for so few codes: within changes nothing)
+            few = R.lookup_few(parts, codes, self.lookup_rows, lookups)
+            if few is not None:
+                return few
+        if (
+            len(codes) <= few_codes
+            or self.lookup_rows < 0
+            or any(type(p) is not Rows and scans(p, codes, lookups) for p in parts)
+        ):
+            read = self.lookup_within if within else self.lookup
+            return self.concat([read(p, codes) for p in parts])
+        found: list[tuple[Any, Any]] = []
+        total = 0
+        for p in parts:
+            if type(p) is Rows:
+                got = R.lookup(p, codes)
+                total += got.height
+            elif p.height:
+                got = R.batch_ranges(p, codes, lookups)
+                total += int((got[1] - got[0]).sum())
+            else:
+                continue
+            found.append((p, got))
+        if not found:
+            return self.lookup(parts[0], codes)  # (empty)
+        if total > self.lookup_rows:
+            return gather_found(found, dict(parts[0].schema))
+        return self.concat(
+            [got if type(p) is Rows else self._found_rows(p, *got) for p, got in found]
+        )
+
+    def _found_rows(self, batch: pl.DataFrame, lo: np.ndarray, hi: np.ndarray) -> Any:
+        """The rows ``lo[i] .. hi[i] - 1`` of a columnar batch (the ranges of a lookup's
+        keys): as rows when few and the schema has a row form, else gathered by Polars."""
+        small = R.lookup_frame(batch, lo, hi, self.lookup_rows)
+        if small is not None:
+            return small
+        counts = hi - lo
+        total = int(counts.sum())
+        if total == 0:
+            return batch.clear()
+        if total == batch.height:
+            return batch
+        return batch[R.ranges(lo, counts)]
+
+    def lookup(self, batch: Any, codes: Any) -> Any:
+        """Rows of an arranged batch whose key code is in ``codes`` (sorted, unique): rows
+        when few match (:mod:`local_rows`)."""
+        if type(batch) is Rows:
+            return R.lookup(batch, codes)
+        if batch.height == 0 or len(codes) == 0:
+            return batch.clear()
+        lookups = self.settings.lookups
+        if scans(batch, codes, lookups):
+            # keys by the tens of thousands (a first epoch's reduce reads every key): one
+            # hashed pass over the batch costs less than a binary search and a gather per key
+            return batch.filter(pl.col(KEY).is_in(pl.Series(codes, dtype=pl.Int64).implode()))
+        return self._found_rows(batch, *R.batch_ranges(batch, codes, lookups))
+
+    # ------------------------------------------------------------------ join and reduce
+
+    def join_slice(
+        self,
+        delta: Batch,
+        other: Batch,
+        tt: TimeType,
+        left_on: Sequence[str],
+        right_on: Sequence[str],
+        delta_is_left: bool,
+        output: Sequence[tuple[str, str, str]],
+    ) -> Batch:
+        """Join a batch with a trace slice: every pair with equal keys gives the output
+        columns, the lub of the two times and the product of the diffs.
+
+        ``output`` lists ``(side, column, output name)`` with side ``"l"`` or ``"r"``.
+        """
+        left, right = (delta, other) if delta_is_left else (other, delta)
+        if type(left) is Rows and type(right) is Rows:
+            return R.join(left, right, tt, left_on, right_on, output)
+        if left.height == 0 or right.height == 0:
+            return pl.DataFrame(schema=self._join_schema(left, right, tt, output))
+        left, right = frame(left), frame(right)
+        tcols = tt.columns()
+        lsel = [pl.col(c).alias(f"__l_{c}") for c in left.columns if c != KEY]
+        rsel = [pl.col(c).alias(f"__r_{c}") for c in right.columns if c != KEY]
+        j = (
+            left.lazy()
+            .select(lsel)
+            .join(
+                right.lazy().select(rsel),
+                left_on=[f"__l_{c}" for c in left_on],
+                right_on=[f"__r_{c}" for c in right_on],
+                how="inner",
+                coalesce=False,
+            )
+        )
+        exprs = [pl.col(f"__{side}_{c}").alias(name) for side, c, name in output]
+        exprs += join_exprs(tt, [f"__l_{c}" for c in tcols], [f"__r_{c}" for c in tcols], tcols)
+        exprs.append((pl.col(f"__l_{DIFF}") * pl.col(f"__r_{DIFF}")).alias(DIFF))
+        # (one query: the pairs' columns that no output needs, such as the keys, are not
+        # gathered, and the pairs are not held beside the output)
+        return self._small(j.select(exprs).collect())
+
+    def _join_schema(
+        self,
+        left: pl.DataFrame,
+        right: pl.DataFrame,
+        tt: TimeType,
+        output: Sequence[tuple[str, str, str]],
+    ) -> dict[str, pl.DataType]:
+        schema: dict[str, pl.DataType] = {}
+        for side, c, name in output:
+            schema[name] = (left if side == "l" else right).schema[c]
+        for c in tt.columns():
+            schema[c] = pl.Int64
+        schema[DIFF] = pl.Int64
+        return schema
+
+    def accumulate(
+        self,
+        history: pl.DataFrame,
+        queries: pl.DataFrame,
+        tt: TimeType,
+        keys: Sequence[str],
+        values: Sequence[str],
+        weights: Sequence[str] = (),
+    ) -> Batch:
+        return accumulate(history, queries, tt, keys, values, self.settings.sums, weights)
+
+    # ------------------------------------------------------------------ reduce
+
+    def change_log(self) -> ChangeLog:
+        """An output's log, holding small epochs' changes as rows until read."""
+        return ChangeLog(self.settings.held_epochs)
+
+    def reduce_reads(
+        self, input: Spine, output: Spine, spec: ReduceSpec, tt: TimeType
+    ) -> CachedReads:
+        """Reads kept between a step's reads (:mod:`ddflow.runtime.local.reads`)."""
+        return CachedReads(self, input, output, spec, tt, self.settings.reads)
+
+    def read_holds(self, read: Any, parts: Sequence[Any]) -> bool:
+        """Whether the batches a read reads through their indexes (an indexed history's)
+        are all among ``parts``; true of a read of rows it holds itself."""
+        from ddflow.runtime.local.index import IndexedHistory
+
+        if not isinstance(read, IndexedHistory):
+            return True
+        return all(any(b is p for p in parts) for b, _, _ in read.indexed)
+
+    def trace_before(self, parts: Sequence[Any], batch: Any, tt: TimeType) -> bool:
+        """Is every time of the trace ``parts`` ``<=`` every time of ``batch``? (The cheap
+        sufficient test of :func:`all_before`, coordinate by coordinate in a product order,
+        with each part's greatest times remembered: a part never changes.) Then no update
+        of the trace lifts a time of ``batch`` to a later one, and a reduce need not read its
+        history for the interesting times."""
+        if not tt.is_product or self.height(batch) == 0:
+            return False
+        tcols = tt.columns()
+        least = _time_bounds(batch, tcols, least=True)
+        if least is None:
+            return False
+        for part in parts:
+            greatest = _greatest_times(part, tcols)
+            if greatest is not None and any(g > q for g, q in zip(greatest, least, strict=True)):
+                return False
+        return True
+
+    def key_set(self, batch: Any) -> Any:
+        """The distinct key codes of an arranged batch (sorted), for lookups."""
+        if type(batch) is Rows:
+            return R.key_set(batch)
+        # (polars' unique + sort is much faster than numpy.unique on large int64 arrays)
+        return batch.get_column(KEY).unique().sort().to_numpy()
+
+    def height(self, batch: Any) -> int:
+        return batch.height
+
+    def drop_key(self, batch: Any) -> Any:
+        if type(batch) is Rows:
+            return batch.project([n for n in batch.names if n != KEY])
+        return batch.drop(KEY)
+
+    def interesting_times(
+        self, new: pl.DataFrame, history: pl.DataFrame, tt: TimeType, keys: Sequence[str]
+    ) -> list[tuple[Time, Batch]]:
+        from ddflow.runtime.local.reduce import interesting_times
+
+        return interesting_times(new, history, tt, keys, self.settings)
+
+    def indexed_history(
+        self, parts: Sequence[Any], codes: Any, keys: Sequence[str], tt: TimeType
+    ) -> Any:
+        """The updates of the keys ``codes`` in the batches ``parts`` of a min/max reduce's
+        input, read through the indexes of large batches (:mod:`local_index`); None where
+        no batch is worth it (then the caller looks up as usual)."""
+        from ddflow.runtime.local.index import IndexedHistory
+
+        return IndexedHistory.read(self, parts, codes, keys, tt)
+
+    def minmax_unchanged(
+        self, spec: Any, new: pl.DataFrame, out_history: pl.DataFrame, tt: TimeType
+    ) -> Batch:
+        from ddflow.runtime.local.reduce import minmax_unchanged
+
+        return minmax_unchanged(spec, new, out_history, tt, self.settings)
+
+    def distinct_unchanged(self, spec: Any, new: Batch, out_history: Batch, tt: TimeType) -> Any:
+        """The ``(KEY, keys)`` of records whose new insertions leave a distinct's output
+        as it is (:func:`~ddflow.runtime.local.reduce.distinct_unchanged`)."""
+        from ddflow.runtime.local.reduce import distinct_unchanged
+
+        return distinct_unchanged(spec, new, out_history, tt, self.settings)
+
+    def without_keys(self, batch: Batch, keys: pl.DataFrame) -> Batch:
+        """The rows of ``batch`` whose ``(KEY, keys)`` are not among ``keys``' rows."""
+        if keys.height == 0:
+            return batch
+        if type(batch) is Rows:
+            drop = keys if type(keys) is Rows else Rows(dict(keys.schema), keys.rows())
+            return R.without_keys(batch, drop)
+        keys = frame(keys)
+        rest = [c for c in keys.columns if c != KEY]
+        if (
+            len(rest) == 1
+            and KEY in keys.columns
+            and KEY in batch.columns
+            and shares_key(keys, rest)
+            and shares_key(batch, rest)
+        ):
+            # (the codes are the keys: the rows whose code is not among the keys', in NumPy)
+            codes = np.unique(keys.get_column(KEY).to_numpy())
+            kept = batch.filter(pl.Series(~R.members(codes, batch.get_column(KEY).to_numpy())))
+        else:
+            kept = batch.join(
+                keys, on=keys.columns, how="anti", nulls_equal=True, maintain_order="left"
+            )
+        if KEY in batch.columns and batch.get_column(KEY).flags["SORTED_ASC"]:
+            return kept.with_columns(kept.get_column(KEY).set_sorted())  # (still sorted)
+        return kept
+
+    def held_rows(self, batch: Any) -> int:
+        """The rows a read holds of its own: an indexed history's light part (its heavy keys'
+        rows stay in the trace's batches, read through their indexes)."""
+        return int(batch.light.height) if hasattr(batch, "subset") else int(batch.height)
+
+    def union_reads(self, a: Any, b: Any, codes: Any) -> Any:
+        """Two reads of one trace for disjoint sets of keys, as one read of their union
+        ``codes`` (sorted): concatenated, or an indexed history with the other read's
+        updates (or history) added. (``b`` may also be updates of ``a``'s keys inserted in
+        the trace since ``a`` was read, a batch: added the same way.)"""
+        if hasattr(a, "union"):
+            return a.union(b, codes)
+        if hasattr(b, "union"):
+            return b.union(a, codes)
+        return self.concat([a, b])
+
+    def keys_in(self, batch: Any, codes: Any) -> Any:
+        """The updates of ``batch`` (a lookup's result, in any order, or an indexed history)
+        whose key code is among ``codes`` (sorted, unique)."""
+        if hasattr(batch, "subset"):  # (an IndexedHistory: its keys narrowed)
+            return batch.subset(np.asarray(codes, dtype=np.int64))
+        if type(batch) is Rows:
+            wanted = set(codes.tolist() if isinstance(codes, np.ndarray) else codes)
+            k = batch.index(KEY)
+            return batch.like([r for r in batch.rows if r[k] in wanted])
+        if batch.height == 0:
+            return batch
+        codes = np.asarray(codes, dtype=np.int64)
+        return batch.filter(pl.Series(R.members(codes, batch.get_column(KEY).to_numpy())))
+
+    def time_queries(self, pending: dict[Time, list[pl.DataFrame]], tt: TimeType) -> Batch:
+        from ddflow.runtime.local.reduce import time_queries
+
+        return time_queries(pending, tt, self.settings)
+
+    def reduce_prepare(self, spec: Any, batch: Batch, tt: TimeType) -> Batch:
+        from ddflow.runtime.local.reduce import reduce_prepare
+
+        return reduce_prepare(spec, batch, tt)
+
+    def evaluation_slices(
+        self, queries: Batch, codes: Any, parts: Sequence[Any]
+    ) -> list[tuple[Batch, np.ndarray]] | None:
+        """The queries and their key codes ``codes`` (sorted, unique) cut into ranges of keys
+        whose updates in the input batches ``parts`` are about
+        ``settings.reduce.evaluate_slice_rows`` each; None when they are fewer (one
+        evaluation). A reduce evaluates the ranges one at a time, reading the history of each
+        alone: a first epoch queries every key, and its history, read whole, would be a copy
+        of the whole trace alive through the evaluation."""
+        from ddflow.runtime.local.index import updates_at_most
+
+        if isinstance(queries, Rows) or len(codes) < 2:
+            return None
+        limit = self.settings.reduce.evaluate_slice_rows
+        codes = np.asarray(codes, dtype=np.int64)
+        if updates_at_most(parts, codes) <= limit:
+            return None  # (a small trace, or a small step's keys: no large batch searched)
+        reach = np.zeros(len(codes), dtype=np.int64)
+        for p in parts:
+            lo, hi = (
+                R.batch_ranges(p, codes, self.settings.lookups)
+                if type(p) is pl.DataFrame
+                else R.key_ranges(batch_codes(p), codes)
+            )
+            reach += hi - lo
+        np.cumsum(reach, out=reach)
+        total = int(reach[-1])
+        if total <= limit:
+            return None
+        # the first code of each range: past the one at which the range's share is reached
+        cuts = np.unique(balanced_cuts(reach, limit) + 1)
+        cuts = cuts[cuts < len(codes)]
+        key = queries.get_column(KEY).to_numpy()
+        at = np.searchsorted(codes[cuts], key, side="right")  # each query's range
+        return [
+            (queries.filter(pl.Series(at == i)), part)
+            for i, part in enumerate(np.split(codes, cuts))
+            if len(part)
+        ]
+
+    def reduce_evaluate(
+        self,
+        spec: Any,
+        queries: pl.DataFrame,
+        history: pl.DataFrame,
+        out_history: pl.DataFrame,
+        tt: TimeType,
+    ) -> Batch:
+        from ddflow.runtime.local.reduce import reduce_evaluate
+
+        return reduce_evaluate(spec, queries, history, out_history, tt, self.settings)
