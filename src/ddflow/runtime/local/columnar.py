@@ -526,9 +526,9 @@ def shares_key(batch: pl.DataFrame, keys: Sequence[str]) -> bool:
 
 def one_time(batch: Batch, tcols: Sequence[str]) -> Time | None:
     """The time of every row of ``batch`` when they all have the same one, else None (also
-    for no row): its least and greatest times (:func:`_time_bounds`) when they are equal."""
-    least = _time_bounds(batch, tcols, least=True)
-    if least is None or least != _time_bounds(batch, tcols, least=False):
+    for no row): its least and greatest times (:func:`time_bounds`) when they are equal."""
+    least = time_bounds(batch, tcols, least=True)
+    if least is None or least != time_bounds(batch, tcols, least=False):
         return None
     return least
 
@@ -573,7 +573,7 @@ def join_on_key(left: pl.DataFrame, right: pl.DataFrame, keys: Sequence[str]) ->
     return j.filter(pl.all_horizontal(same)).drop([f"{k}__r" for k in rest])
 
 
-def _time_bounds(batch: Batch, tcols: Sequence[str], least: bool) -> tuple[int, ...] | None:
+def time_bounds(batch: Batch, tcols: Sequence[str], least: bool) -> tuple[int, ...] | None:
     """The least (else greatest) value of each time column of ``batch``; None when empty (a
     time column has no null)."""
     if isinstance(batch, Rows):
@@ -595,17 +595,17 @@ def _time_bounds(batch: Batch, tcols: Sequence[str], least: bool) -> tuple[int, 
     )
 
 
-def _greatest_times(part: Batch, tcols: Sequence[str]) -> tuple[int, ...] | None:
-    """:func:`_time_bounds` (greatest) of a trace's batch, remembered with it (a batch of a
+def greatest_times(part: Batch, tcols: Sequence[str]) -> tuple[int, ...] | None:
+    """:func:`time_bounds` (greatest) of a trace's batch, remembered with it (a batch of a
     trace never changes)."""
     if type(part) is Rows:
         got = part._greatest
         if got is None or got[0] != tuple(tcols):
-            got = part._greatest = (tuple(tcols), _time_bounds(part, tcols, least=False))
+            got = part._greatest = (tuple(tcols), time_bounds(part, tcols, least=False))
         return got[1]
     known = getattr(part, "_dd_greatest", None)
     if known is None or known[0] != tuple(tcols):
-        known = (tuple(tcols), _time_bounds(part, tcols, least=False))
+        known = (tuple(tcols), time_bounds(part, tcols, least=False))
         part._dd_greatest = known  # type: ignore[attr-defined]
     return known[1]
 

@@ -33,11 +33,8 @@ from ddflow.differential.kernel import Capabilities
 from ddflow.runtime.local import rows as R
 from ddflow.runtime.local.changelog import ChangeLog
 from ddflow.runtime.local.columnar import (
-    _greatest_times,
-    _time_bounds,
     accumulate,
     any_nonzero,
-    balanced_cuts,
     batch_codes,
     evaluated_rows,
     grouped_sums,
@@ -653,22 +650,11 @@ class LocalKernels:
         return all(any(b is p for p in parts) for b, _, _ in read.indexed)
 
     def trace_before(self, parts: Sequence[Any], batch: Any, tt: TimeType) -> bool:
-        """Is every time of the trace ``parts`` ``<=`` every time of ``batch``? (The cheap
-        sufficient test of :func:`all_before`, coordinate by coordinate in a product order,
-        with each part's greatest times remembered: a part never changes.) Then no update
-        of the trace lifts a time of ``batch`` to a later one, and a reduce need not read its
-        history for the interesting times."""
-        if not tt.is_product or self.height(batch) == 0:
-            return False
-        tcols = tt.columns()
-        least = _time_bounds(batch, tcols, least=True)
-        if least is None:
-            return False
-        for part in parts:
-            greatest = _greatest_times(part, tcols)
-            if greatest is not None and any(g > q for g, q in zip(greatest, least, strict=True)):
-                return False
-        return True
+        """Is every time of the trace ``parts`` ``<=`` every time of ``batch``?
+        (:func:`~ddflow.runtime.local.reduce.times.trace_before`)"""
+        from ddflow.runtime.local.reduce.times import trace_before
+
+        return trace_before(parts, batch, tt)
 
     def key_set(self, batch: Any) -> Any:
         """The distinct key codes of an arranged batch (sorted), for lookups."""
@@ -786,42 +772,11 @@ class LocalKernels:
     def evaluation_slices(
         self, queries: Batch, codes: Any, parts: Sequence[Any]
     ) -> list[tuple[Batch, np.ndarray]] | None:
-        """The queries and their key codes ``codes`` (sorted, unique) cut into ranges of keys
-        whose updates in the input batches ``parts`` are about
-        ``settings.reduce.evaluate_slice_rows`` each; None when they are fewer (one
-        evaluation). A reduce evaluates the ranges one at a time, reading the history of each
-        alone: a first epoch queries every key, and its history, read whole, would be a copy
-        of the whole trace alive through the evaluation."""
-        from ddflow.runtime.local.index import updates_at_most
+        """The queries cut into ranges of keys, each read and evaluated alone
+        (:func:`~ddflow.runtime.local.reduce.evaluation.evaluation_slices`)."""
+        from ddflow.runtime.local.reduce.evaluation import evaluation_slices
 
-        if isinstance(queries, Rows) or len(codes) < 2:
-            return None
-        limit = self.settings.reduce.evaluate_slice_rows
-        codes = np.asarray(codes, dtype=np.int64)
-        if updates_at_most(parts, codes) <= limit:
-            return None  # (a small trace, or a small step's keys: no large batch searched)
-        reach = np.zeros(len(codes), dtype=np.int64)
-        for p in parts:
-            lo, hi = (
-                R.batch_ranges(p, codes, self.settings.lookups)
-                if type(p) is pl.DataFrame
-                else R.key_ranges(batch_codes(p), codes)
-            )
-            reach += hi - lo
-        np.cumsum(reach, out=reach)
-        total = int(reach[-1])
-        if total <= limit:
-            return None
-        # the first code of each range: past the one at which the range's share is reached
-        cuts = np.unique(balanced_cuts(reach, limit) + 1)
-        cuts = cuts[cuts < len(codes)]
-        key = queries.get_column(KEY).to_numpy()
-        at = np.searchsorted(codes[cuts], key, side="right")  # each query's range
-        return [
-            (queries.filter(pl.Series(at == i)), part)
-            for i, part in enumerate(np.split(codes, cuts))
-            if len(part)
-        ]
+        return evaluation_slices(queries, codes, parts, self.settings)
 
     def reduce_evaluate(
         self,

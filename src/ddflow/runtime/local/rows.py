@@ -73,7 +73,7 @@ class Rows:
         #: the sorted ``__key`` codes of an arranged batch, built on its first lookup
         self._codes: list[int] | None = None
         #: the greatest value of each time column of a trace's batch (its time columns, and
-        #: them), found on first use (:func:`~ddflow.runtime.local.kernels._greatest_times`)
+        #: them), found on first use (:func:`~ddflow.runtime.local.kernels.greatest_times`)
         self._greatest: tuple[tuple[str, ...], tuple[int, ...] | None] | None = None
 
     @property

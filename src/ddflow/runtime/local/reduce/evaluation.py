@@ -24,8 +24,15 @@ import polars as pl
 
 from ddflow.differential.batch import DIFF, KEY, time_columns
 from ddflow.differential.batch import QUERY_PREFIX as QPREFIX
-from ddflow.runtime.local.columnar import accumulate, balanced_cuts, run_starts, shares_key
-from ddflow.runtime.local.index import IndexedHistory, positions
+from ddflow.runtime.local import rows as R
+from ddflow.runtime.local.columnar import (
+    accumulate,
+    balanced_cuts,
+    batch_codes,
+    run_starts,
+    shares_key,
+)
+from ddflow.runtime.local.index import IndexedHistory, positions, updates_at_most
 from ddflow.runtime.local.reduce.bounded_extremes import _extreme_by_bound
 from ddflow.runtime.local.reduce.groups import _ROW_GROUP_FUNCTIONS, GROUP_FUNCTIONS
 from ddflow.runtime.local.reduce.small_steps import _hold, _limit
@@ -456,3 +463,42 @@ def _out_dtype(spec: ReduceSpec, name: str, history: pl.DataFrame) -> Any:
     if name in spec.out_types:
         return spec.out_types[name]
     return history.schema[name]  # distinct's and threshold's "outputs" are its columns
+
+
+def evaluation_slices(
+    queries: Any, codes: Any, parts: Sequence[Any], settings: LocalSettings
+) -> list[tuple[Any, np.ndarray]] | None:
+    """The queries and their key codes ``codes`` (sorted, unique) cut into ranges of keys
+    whose updates in the input batches ``parts`` are about
+    ``settings.reduce.evaluate_slice_rows`` each; None when they are fewer (one
+    evaluation). A reduce evaluates the ranges one at a time, reading the history of each
+    alone: a first epoch queries every key, and its history, read whole, would be a copy
+    of the whole trace alive through the evaluation."""
+    if isinstance(queries, Rows) or len(codes) < 2:
+        return None
+    limit = settings.reduce.evaluate_slice_rows
+    codes = np.asarray(codes, dtype=np.int64)
+    if updates_at_most(parts, codes) <= limit:
+        return None  # (a small trace, or a small step's keys: no large batch searched)
+    reach = np.zeros(len(codes), dtype=np.int64)
+    for p in parts:
+        lo, hi = (
+            R.batch_ranges(p, codes, settings.lookups)
+            if type(p) is pl.DataFrame
+            else R.key_ranges(batch_codes(p), codes)
+        )
+        reach += hi - lo
+    np.cumsum(reach, out=reach)
+    total = int(reach[-1])
+    if total <= limit:
+        return None
+    # the first code of each range: past the one at which the range's share is reached
+    cuts = np.unique(balanced_cuts(reach, limit) + 1)
+    cuts = cuts[cuts < len(codes)]
+    key = queries.get_column(KEY).to_numpy()
+    at = np.searchsorted(codes[cuts], key, side="right")  # each query's range
+    return [
+        (queries.filter(pl.Series(at == i)), part)
+        for i, part in enumerate(np.split(codes, cuts))
+        if len(part)
+    ]
