@@ -60,6 +60,8 @@ SPARK_SUBSET: frozenset[str] = frozenset(
         "test_prioritized_iterate_with_max_iterations",
         "test_distinct_of_figure_13",
         "test_null_keys_stream_table",
+        "test_union_and_intersect_stream_table",
+        "test_cogroup_stream_table",
     }
 )
 

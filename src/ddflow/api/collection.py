@@ -292,6 +292,75 @@ class Collection:
         """The records whose key is absent from ``other``."""
         return self.concat(self.semijoin(other, on, left_on=left_on, right_on=right_on).negate())
 
+    # ------------------------------------------------------------------ multisets
+
+    def union(self, other: Collection) -> Collection:
+        """Each record with the larger of its multiplicities here and in ``other`` (Naiad's
+        Union; the schemas must agree). See :mod:`ddflow.api.multisets`.
+
+        >>> import ddflow as dd
+        >>> flow = dd.Dataflow()
+        >>> a, b = (flow.input(n, schema={"x": "int64"}) for n in "ab")
+        >>> out = a.union(b).output()
+        >>> a.insert([1, 1]); b.insert([1, 2]); flow.advance_to(1); flow.run()
+        >>> out.snapshot().to_dict("list")
+        {'x': [1, 2], 'count': [2, 1]}
+        """
+        from ddflow.api.multisets import union
+
+        return union(self, other, call_site())
+
+    def intersect(self, other: Collection) -> Collection:
+        """Each record with the smaller of its multiplicities here and in ``other`` (Naiad's
+        Intersect; the schemas must agree).
+
+        >>> import ddflow as dd
+        >>> flow = dd.Dataflow()
+        >>> a, b = (flow.input(n, schema={"x": "int64"}) for n in "ab")
+        >>> out = a.intersect(b).output()
+        >>> a.insert([1, 1, 3]); b.insert([1, 2]); flow.advance_to(1); flow.run()
+        >>> out.snapshot().to_dict("list")
+        {'x': [1], 'count': [1]}
+        """
+        from ddflow.api.multisets import intersect
+
+        return intersect(self, other, call_site())
+
+    def cogroup(
+        self,
+        other: Collection,
+        fn: Callable[..., Iterable[Any]],
+        schema: Mapping[str, Any],
+        on: str | Sequence[str] | None = None,
+        *,
+        left_on: str | Sequence[str] | None = None,
+        right_on: str | Sequence[str] | None = None,
+    ) -> Collection:
+        """``fn(key, left, right)`` for every key with records on either side (Naiad's
+        CoGroupBy): ``left``/``right`` are lists of ``(values, count)`` of the key's records of
+        positive multiplicity here and in ``other`` (values: the non-key columns), and ``fn``
+        returns the output rows (tuples of the ``schema`` columns, which follow the key columns
+        in the output).
+
+        >>> import ddflow as dd
+        >>> flow = dd.Dataflow()
+        >>> users = flow.input("users", schema={"id": "int64", "name": "str"})
+        >>> visits = flow.input("visits", schema={"id": "int64", "page": "str"})
+        >>> def seen(key, left, right):
+        ...     return [(name, len(right)) for (name,), _ in left]
+        >>> out = users.cogroup(visits, seen, {"name": "str", "visits": "int64"}, on="id")
+        >>> out = out.output()
+        >>> users.insert([(1, "ann"), (2, "bob")]); visits.insert([(1, "a"), (1, "b")])
+        >>> flow.advance_to(1); flow.run()
+        >>> out.snapshot().to_dict("list")
+        {'id': [1, 2], 'name': ['ann', 'bob'], 'visits': [2, 0], 'count': [1, 1]}
+        """
+        from ddflow.api.multisets import cogroup
+
+        site = call_site()
+        lk, rk = _join_keys(self, other, on, left_on, right_on, site)
+        return cogroup(self, other, fn, schema, lk, rk, site)
+
     def arrange(self, on: str | Sequence[str]) -> Arranged:
         """An arrangement of this collection indexed by ``on``, to share among several joins."""
         site = call_site()

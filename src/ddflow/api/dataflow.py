@@ -383,6 +383,7 @@ def _runs_in(node: Node, frame: Any) -> bool:
     if node.op == "vertex":
         return frame.f_locals.get("self") is node.params["vertex"]
     fn = node.params.get("fn")
+    fn = getattr(fn, "__wrapped__", fn)  # (the user's function, under ddflow's wrapper)
     return fn is not None and getattr(fn, "__code__", None) is frame.f_code
 
 
