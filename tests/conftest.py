@@ -19,6 +19,8 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck
+from hypothesis import settings as hypothesis_settings
 
 #: the environment variable that skips the Spark tests on purpose (any value but "" and "0")
 SKIP_SPARK = "DDFLOW_SKIP_SPARK"
@@ -94,3 +96,41 @@ def spark() -> Iterator[Any]:
     session = local_session(app="ddflow-tests", partitions=4)
     yield session
     session.stop()
+
+
+# ---------------------------------------------------------------------- Hypothesis profiles
+#
+# Chosen by DDFLOW_HYPOTHESIS_PROFILE (a --hypothesis-profile given to pytest wins):
+#
+# * ``ci`` (the default): the example counts each test sets, drawn from a fixed seed per test
+#   (derandomized), so that a run's result depends on the code, not on luck: a failure found
+#   once is found again, and what the suite passes today it passes tomorrow;
+# * ``explore``: the same counts, new examples on every run, to look further;
+# * ``long``: new examples, ten times as many, and longer streams
+#   (tests/property/test_random_plans.py reads the variable for its sizes), for a run of an
+#   hour or so before a release.
+#
+# All print a reproduction blob with each failure (@reproduce_failure). For example::
+#
+#     DDFLOW_HYPOTHESIS_PROFILE=long python -m pytest tests/property/test_random_plans.py
+
+HYPOTHESIS_PROFILES = ("ci", "explore", "long")
+HYPOTHESIS_PROFILE = os.environ.get("DDFLOW_HYPOTHESIS_PROFILE", "ci")
+if HYPOTHESIS_PROFILE not in HYPOTHESIS_PROFILES:
+    raise ValueError(
+        f"DDFLOW_HYPOTHESIS_PROFILE={HYPOTHESIS_PROFILE!r}: the profiles are {HYPOTHESIS_PROFILES}"
+    )
+_COMMON: dict[str, Any] = dict(
+    deadline=None,  # the first run of a flow compiles its expressions
+    print_blob=True,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+hypothesis_settings.register_profile("ci", derandomize=True, **_COMMON)
+hypothesis_settings.register_profile("explore", derandomize=False, **_COMMON)
+# tests without an example count of their own get ten times Hypothesis' default
+hypothesis_settings.register_profile("long", max_examples=1000, derandomize=False, **_COMMON)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if config.getoption("hypothesis_profile", None) is None:
+        hypothesis_settings.load_profile(HYPOTHESIS_PROFILE)

@@ -18,7 +18,7 @@ by a float zero, so no result shows the sign). The reference is compared with
 and a date as a timestamp); the pandas ``snapshot()`` and ``changes()`` are compared with each
 other (rows whose records pandas cannot tell apart are left out of the consolidation check).
 
-Sizes follow the Hypothesis profile (``tests/property/conftest.py``): ``ci`` by default,
+Sizes follow the Hypothesis profile (``tests/conftest.py``): ``ci`` by default,
 ``DDFLOW_HYPOTHESIS_PROFILE=long`` for ten times the examples and longer streams.
 """
 
@@ -40,7 +40,7 @@ from ddflow.testing import frame_to_counter, reference
 from ddflow.testing.budget import time_budget
 from ddflow.testing.strategies import Plan, plans
 
-#: the Hypothesis profile (registered and loaded by tests/property/conftest.py)
+#: the Hypothesis profile (registered and loaded by tests/conftest.py)
 LONG = os.environ.get("DDFLOW_HYPOTHESIS_PROFILE", "ci") == "long"
 SCALE = 10 if LONG else 1
 #: epochs and updates per epoch of the streams

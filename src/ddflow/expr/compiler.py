@@ -78,17 +78,18 @@ in full and evaluates them in plain Python, for the reference interpreter):
   ``str`` to ``bool``, ``date`` or ``datetime`` is accepted here but fails when it runs.
 
 Known gaps of the local runtime against these rules (strict xfails in
-``tests/testing/test_values.py``): ``x / -0.0`` by a divisor that reads no column is ``+inf``
-(the exact-division trick adds ``0.0``); float ``//`` and ``%`` by a constant use a reciprocal in
-many-row batches; ``x + 0`` keeps ``-0.0`` in many-row batches; ``x ** y`` with a column ``y``
-takes the constant-exponent path in one-row batches; arithmetic of literals alone inside a
-typed context (``col("i32") + (lit(2**31 - 1) + 1)``) is folded by Polars at run time, in
-another type than the declared one; a float ``clip`` bound of an integer makes the checker's
-family float, so ``**`` then fails on a negative exponent; the declared type of
-``0.5 / col("f32")`` is ``float64`` and of ``2**40 * col("i32")`` (``//``, ``%``) ``int32``,
-while Polars computes them in ``float32`` and ``int64``; ``log`` of an integer (a log with the
-literal base ``e``) is typed by Polars as a literal float, so ``col("f32") + col("i").log()``
-is computed in ``float32`` instead of ``float64``.
+``tests/testing/test_values.py``): float ``//`` and ``%`` by a constant use a reciprocal in
+many-row batches, and so does ``/`` by a divisor that reads columns but is one value for a
+batch (a ``coalesce`` whose column is all null); ``x + 0`` keeps ``-0.0`` in many-row
+batches; ``x ** y`` with a column ``y`` takes the constant-exponent path in one-row batches;
+arithmetic of literals alone inside a typed context (``col("i32") + (lit(2**31 - 1) + 1)``)
+is folded by Polars at run time, in another type than the declared one; a float ``clip``
+bound of an integer makes the checker's family float, so ``**`` then fails on a negative
+exponent; the declared type of ``0.5 / col("f32")`` is ``float64`` and of
+``2**40 * col("i32")`` (``//``, ``%``) ``int32``, while Polars computes them in ``float32``
+and ``int64``; ``log`` of an integer (a log with the literal base ``e``) is typed by Polars
+as a literal float, so ``col("f32") + col("i").log()`` is computed in ``float32`` instead of
+``float64``.
 
 >>> from ddflow.expr.nodes import col
 >>> s = Schema({"x": "int64", "name": "str?"})
@@ -469,8 +470,9 @@ class _PolarsCompiler(ExprVisitor[pl.Expr]):
             # Polars divides by a scalar as a multiplication by its reciprocal, which is not
             # correctly rounded and so differs between one-row and many-row batches (an
             # update and its retraction must compute the same value). Dividing by a column is
-            # exact: make the divisor a column without changing its value.
-            right = right + left.is_null().cast(pl.Float64) * 0.0
+            # exact: make the divisor a column without changing its value (times one, which
+            # keeps -0.0 and NaN; the division is then in float64, as a literal's).
+            right = right * (left.is_null().cast(pl.Float64) * 0 + 1)
         return _POLARS_BINARY[e.params[0]](left, right)
 
     def visit_unary(self, e: Expr) -> pl.Expr:

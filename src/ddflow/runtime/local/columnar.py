@@ -280,7 +280,7 @@ class _Packing:
         """The frame of the groups of ``codes`` (``frame``'s names and types) with their
         ``totals`` of ``sums``. Computed by Polars, into buffers of its own: a frame built on
         NumPy arrays keeps them (no copy), and arrays NumPy allocated and held in a trace's
-        batches fragment the C heap (the peak RSS of a first epoch rose by 150 MB)."""
+        batches fragment the C heap (a first epoch's peak memory rises)."""
         code = pl.col("__code")
         columns = []
         for name, (low, stride, span) in zip(group, self.digits, strict=True):
