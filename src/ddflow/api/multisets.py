@@ -34,6 +34,7 @@ import functools
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from ddflow.api.collection import _base_types
 from ddflow.errors import CallSite, GraphError, SchemaError
 from ddflow.expr.nodes import col, lit
 
@@ -57,9 +58,7 @@ def _positive_part(m: int) -> int:
 
 def _difference(a: Collection, b: Collection, what: str, site: CallSite | None) -> Collection:
     """``max(a - b, 0)``, record by record, after checking that the schemas agree."""
-    if list(a.schema.names) != list(b.schema.names) or any(
-        a.schema[n].polars != b.schema[n].polars for n in a.schema.names
-    ):
+    if _base_types(a.schema) != _base_types(b.schema):
         raise SchemaError(f"{what} of different schemas: {a.schema} and {b.schema}", site=site)
     return a.concat(b.negate()).threshold(_positive_part)
 
