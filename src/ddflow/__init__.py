@@ -18,8 +18,20 @@ Runs embedded in one process (the default) or on Apache Spark.
 from ddflow.runtime.local import allocator as _allocator  # noqa: F401
 # isort: on
 
-from ddflow import graph
-from ddflow.api.collection import Agg, Arranged, Collection, GroupBy, count, max, mean, min, sum
+from ddflow import graph, io
+from ddflow.api.collection import (
+    Agg,
+    Arranged,
+    Collection,
+    GroupBy,
+    arg_max,
+    count,
+    max,
+    mean,
+    min,
+    sum,
+    top_k,
+)
 from ddflow.api.dataflow import Dataflow, RunProgress
 from ddflow.api.inputs import InputCollection
 from ddflow.api.outputs import Output, Probe
@@ -77,17 +89,20 @@ __all__ = [
     "TimelyError",
     "UserFunctionError",
     "Vertex",
+    "arg_max",
     "coalesce",
     "col",
     "concat_str",
     "count",
     "graph",
     "greatest",
+    "io",
     "least",
     "lit",
     "max",
     "mean",
     "min",
     "sum",
+    "top_k",
     "when",
 ]

@@ -20,7 +20,12 @@ ddflow type   Polars dtype        Spark type         Python values accepted in r
 ``str``       ``String``          ``string``         ``str``
 ``date``      ``Date``            ``date``           ``datetime.date`` (not a datetime)
 ``datetime``  ``Datetime("us")``  ``timestamp_ntz``  naive ``datetime.datetime``
+``list[T]``   ``List(T)``         ``array<T>``       a ``list`` or ``tuple`` of ``T`` values
 ============  ==================  =================  =====================================
+
+``T`` in ``list[T]`` is one of the types above (``list[str]``); the elements are never null.
+Lists are values, not keys: a list column can be carried, compared and output (``dd.top_k``
+gives one), but not joined or grouped on.
 
 Invariants:
 
@@ -96,7 +101,19 @@ _PYTHON_TYPES: dict[type, str] = {
     _dt.date: "date",
     _dt.datetime: "datetime",
 }
-_ACCEPTED = ", ".join([*_TYPES, *_ALIASES]) + " (a trailing '?' makes a column nullable)"
+_ACCEPTED = (
+    ", ".join([*_TYPES, *_ALIASES])
+    + ", list[T] of one of them (a trailing '?' makes a column nullable)"
+)
+
+
+def _element_name(name: str) -> str | None:
+    """``T`` for a type name ``list[T]`` whose ``T`` is a base type, else None."""
+    if name.startswith("list[") and name.endswith("]"):
+        inner = name[5:-1].strip()
+        inner = _ALIASES.get(inner, inner)
+        return inner if inner in _TYPES else None
+    return None
 
 
 @dataclass(frozen=True)
@@ -114,7 +131,7 @@ class DType:
     nullable: bool = False
 
     def __post_init__(self) -> None:
-        if self.name not in _TYPES:
+        if self.name not in _TYPES and _element_name(self.name) is None:
             raise SchemaError(f"unknown type {self.name!r}; accepted: {_ACCEPTED}")
 
     @classmethod
@@ -131,6 +148,9 @@ class DType:
             nullable = text.endswith("?")
             base = text[:-1].strip() if nullable else text
             base = _ALIASES.get(base.lower(), base.lower())
+            element = _element_name(base.replace(" ", ""))
+            if element is not None:
+                return cls(f"list[{element}]", nullable)
             if base not in _TYPES:
                 raise SchemaError(f"unknown type {spec!r}; accepted: {_ACCEPTED}")
             return cls(base, nullable)
@@ -146,9 +166,14 @@ class DType:
     def from_polars(cls, dtype: pl.DataType, nullable: bool = False) -> DType:
         """The ddflow type that is represented by a Polars dtype.
 
-        >>> DType.from_polars(pl.Float32(), nullable=True)
-        DType('float32?')
+        >>> DType.from_polars(pl.Float32(), nullable=True), DType.from_polars(pl.List(pl.String))
+        (DType('float32?'), DType('list[str]'))
         """
+        if isinstance(dtype, pl.List):
+            element = cls.from_polars(dtype.inner)  # type: ignore[arg-type]
+            if element.kind == "list":
+                raise SchemaError(f"Polars type {dtype}: ddflow lists do not nest")
+            return cls(f"list[{element.name}]", nullable)
         for name, info in _TYPES.items():
             if dtype == info.polars:
                 return cls(name, nullable)
@@ -163,28 +188,47 @@ class DType:
     def polars(self) -> pl.DataType:
         """The Polars dtype that stores this type.
 
-        >>> DType("datetime").polars
-        Datetime(time_unit='us', time_zone=None)
+        >>> DType("datetime").polars, DType("list[int64]").polars
+        (Datetime(time_unit='us', time_zone=None), List(Int64))
         """
+        element = self.element
+        if element is not None:
+            return pl.List(element.polars)
         return _TYPES[self.name].polars
 
     @property
     def spark_type_name(self) -> str:
         """The Spark SQL type name that stores this type (pyspark is not imported here).
 
-        >>> DType("float32").spark_type_name
-        'float'
+        >>> DType("float32").spark_type_name, DType("list[str]").spark_type_name
+        ('float', 'array<string>')
         """
+        element = self.element
+        if element is not None:
+            return f"array<{element.spark_type_name}>"
         return _TYPES[self.name].spark
 
     @property
     def kind(self) -> str:
-        """The family of the type: ``int``, ``float``, ``bool``, ``str``, ``date``, ``datetime``.
+        """The family of the type: ``int``, ``float``, ``bool``, ``str``, ``date``, ``datetime``
+        or ``list``.
 
-        >>> DType("int32").kind, DType("float64").is_numeric
-        ('int', True)
+        >>> DType("int32").kind, DType("float64").is_numeric, DType("list[str]").kind
+        ('int', True, 'list')
         """
+        if self.element is not None:
+            return "list"
         return _TYPES[self.name].kind
+
+    @property
+    def element(self) -> DType | None:
+        """The type of a list's elements (never null); None for a type that is not a list.
+
+        >>> DType.parse("list[float64]?").element, DType("int64").element
+        (DType('float64'), None)
+        """
+        name = _element_name(self.name)
+        return None if name is None else DType(name)
 
     @property
     def is_numeric(self) -> bool:
@@ -480,6 +524,8 @@ def _accepts(kind: str, t: type) -> bool:
         return issubclass(t, _dt.date) and not issubclass(t, _dt.datetime)
     if kind == "datetime":
         return issubclass(t, _dt.datetime)
+    if kind == "list":
+        return issubclass(t, (list, tuple))
     return False
 
 
@@ -513,6 +559,8 @@ def _column_from_values(name: str, dtype: DType, values: Sequence[Any]) -> pl.Se
                 f"{where} at row {row}: {_show(values[row])} is out of the range of float32"
             )
         series = narrow
+    if dtype.kind == "list":
+        _check_elements(where, dtype, values, series)
     if dtype.kind == "datetime":
         # Polars converts time-zone-aware datetimes to UTC (or to a zoned column) instead of
         # refusing them; a naive column must not silently shift some of its values.
@@ -524,6 +572,21 @@ def _column_from_values(name: str, dtype: DType, values: Sequence[Any]) -> pl.Se
             )
     _check_nulls(name, dtype, series, "None")
     return series
+
+
+def _check_elements(where: str, dtype: DType, values: Sequence[Any], series: pl.Series) -> None:
+    """Every element of a list column is a non-null value of the element type."""
+    element = dtype.element
+    assert element is not None
+    for row, value in enumerate(values):
+        if value is None:
+            continue
+        for x in value:
+            if x is None or not _accepts(element.kind, type(x)):
+                raise _fail(
+                    f"{where} at row {row}: element {_show(x)} of {_show(value)} is not a "
+                    f"{element.name}"
+                )
 
 
 def _first_unbuildable(values: Sequence[Any], dtype: pl.DataType) -> int:
@@ -713,6 +776,7 @@ _CASTABLE: dict[str, frozenset[str]] = {
     "str": frozenset({"str"}),
     "date": frozenset({"date", "datetime"}),
     "datetime": frozenset({"date", "datetime"}),
+    "list": frozenset({"list"}),
 }
 
 
@@ -725,7 +789,12 @@ def _family(dtype: pl.DataType) -> str:
         return "str"
     if isinstance(dtype, pl.Datetime):
         return "datetime" if dtype.time_zone is None else "zoned datetime"
-    for family, cls in (("bool", pl.Boolean), ("date", pl.Date), ("null", pl.Null)):
+    for family, cls in (
+        ("bool", pl.Boolean),
+        ("date", pl.Date),
+        ("null", pl.Null),
+        ("list", pl.List),
+    ):
         if isinstance(dtype, cls):
             return family
     return str(dtype)
@@ -741,6 +810,7 @@ def _cast_column(
     source = source.alias(name)
     if source.dtype == dtype.polars:
         _check_nulls(name, dtype, source, null_word)
+        _check_no_null_elements(name, dtype, source)
         return source
     family = _family(source.dtype)
     if family != "null" and family not in _CASTABLE[dtype.kind]:
@@ -751,7 +821,7 @@ def _cast_column(
         )
     cast = source.cast(dtype.polars, strict=False)
     lost = cast.is_null() & source.is_not_null()
-    if dtype.kind in ("int", "date", "datetime"):
+    if dtype.kind in ("int", "date", "datetime", "list"):
         # A cast that truncates (1.5 -> 1, 10:30 -> the date, ns -> us) does not round-trip.
         lost = lost | (cast.cast(source.dtype, strict=False) != source).fill_null(False)
     elif dtype.name == "float32":
@@ -760,9 +830,23 @@ def _cast_column(
         row = int(lost.arg_max() or 0)
         # Python datetimes stop at microseconds, so temporal values are shown as Polars prints them.
         value = source[row] if family != "datetime" else source.cast(pl.String)[row]
+        value = value.to_list() if isinstance(value, pl.Series) else value
         raise _fail(
             f"column {name!r} ({dtype}) at row {row}: {_show(value)} cannot be represented "
             f"as {dtype.name} (source type {source.dtype})"
         )
     _check_nulls(name, dtype, cast, null_word)
+    _check_no_null_elements(name, dtype, cast)
     return cast
+
+
+def _check_no_null_elements(name: str, dtype: DType, series: pl.Series) -> None:
+    if dtype.kind != "list":
+        return
+    holes = series.list.eval(pl.element().is_null()).list.any().fill_null(False)
+    if holes.any():
+        row = int(holes.arg_max() or 0)
+        raise _fail(
+            f"column {name!r} ({dtype}) at row {row}: {_show(series[row].to_list())} holds a "
+            "null element"
+        )

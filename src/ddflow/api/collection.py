@@ -34,7 +34,19 @@ if TYPE_CHECKING:
     from ddflow.api.dataflow import Dataflow
     from ddflow.api.outputs import Output, Probe
 
-__all__ = ["Agg", "Arranged", "Collection", "GroupBy", "count", "max", "mean", "min", "sum"]
+__all__ = [
+    "Agg",
+    "Arranged",
+    "Collection",
+    "GroupBy",
+    "arg_max",
+    "count",
+    "max",
+    "mean",
+    "min",
+    "sum",
+    "top_k",
+]
 
 
 # ---------------------------------------------------------------------- aggregates
@@ -42,17 +54,21 @@ __all__ = ["Agg", "Arranged", "Collection", "GroupBy", "count", "max", "mean", "
 
 @dataclass(frozen=True)
 class Agg:
-    """An aggregate for ``group_by(...).agg(name=...)``."""
+    """An aggregate for ``group_by(...).agg(name=...)``: its kind, the column it reads, and
+    for :func:`top_k` / :func:`arg_max` how many values (``k``) and the ordering column
+    (``by``)."""
 
     kind: str
     column: str | None
+    k: int | None = None
+    by: str | None = None
 
 
 def count() -> Agg:
     """The number of records in the group (the sum of their multiplicities).
 
     >>> count()
-    Agg(kind='count', column=None)
+    Agg(kind='count', column=None, k=None, by=None)
     """
     return Agg("count", None)
 
@@ -61,7 +77,7 @@ def sum(column: str) -> Agg:
     """The sum of a numeric column over the group, weighted by multiplicity.
 
     >>> sum("w")
-    Agg(kind='sum', column='w')
+    Agg(kind='sum', column='w', k=None, by=None)
     """
     return Agg("sum", column)
 
@@ -82,6 +98,46 @@ def max(column: str) -> Agg:
     'max'
     """
     return Agg("max", column)
+
+
+def top_k(column: str, k: int, by: str | None = None) -> Agg:
+    """The values of ``column`` in the group's ``k`` top records, as a list: records ordered
+    by ``by`` from the largest (by ``column`` itself when ``by`` is None), ties broken by
+    the value, smallest first.
+
+    A record counts as many times as its multiplicity (records of positive multiplicity
+    only, as for :func:`min`); records with a null value or a null ``by`` are skipped; NaN
+    is the largest float, ``-0.0`` equals ``0.0``. The result is a ``list[T]`` column (``T``
+    the column's type), shorter than ``k`` when the group has fewer records, empty when it
+    has none that count. It is maintained incrementally like every aggregate: a retraction
+    of the leader promotes the runner-up.
+
+    >>> import ddflow as dd
+    >>> flow = dd.Dataflow()
+    >>> tags = flow.input("tags", schema={"team": "str", "tag": "str", "uses": "int64"})
+    >>> top = tags.group_by("team").agg(top=dd.top_k("tag", 2, by="uses")).output()
+    >>> tags.insert([("a", "#x", 5), ("a", "#y", 9), ("a", "#z", 5)])
+    >>> flow.advance_to(1); flow.run()
+    >>> top.snapshot()["top"].tolist()
+    [['#y', '#x']]
+    >>> tags.remove([("a", "#y", 9)]); flow.advance_to(2); flow.run()
+    >>> top.snapshot()["top"].tolist()
+    [['#x', '#z']]
+    """
+    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+        raise GraphError(f"top_k needs a positive integer k, got {k!r}", site=call_site())
+    return Agg("top_k", column, k, by)
+
+
+def arg_max(column: str, by: str) -> Agg:
+    """The value of ``column`` in the group's record with the largest ``by``, ties broken by
+    the smallest value: the first element of :func:`top_k` ``(column, 1, by)``, or null when
+    no record counts.
+
+    >>> arg_max("tag", by="uses")
+    Agg(kind='arg_max', column='tag', k=1, by='uses')
+    """
+    return Agg("arg_max", column, 1, by)
 
 
 def mean(column: str) -> Agg:
@@ -365,7 +421,7 @@ class Collection:
         """An arrangement of this collection indexed by ``on``, to share among several joins."""
         site = call_site()
         keys = _as_list(on)
-        _check_columns(self.schema, keys, site, "arrange")
+        _check_keys(self.schema, keys, site, "arrange")
         node = self._flow.plan.add(
             "arrange", (self._node,), self.schema, self.scope, {"keys": tuple(keys)}, site
         )
@@ -381,16 +437,18 @@ class Collection:
         flat: list[str] = []
         for k in keys:
             flat.extend(_as_list(k))
-        _check_columns(self.schema, flat, call_site(), "group_by")
+        _check_keys(self.schema, flat, call_site(), "group_by")
         return GroupBy(self, flat)
 
     def distinct(self) -> Collection:
         """Each record with positive multiplicity, once."""
+        site = call_site()
+        _check_keys(self.schema, self.schema.names, site, "distinct")
         return self._add(
             "reduce",
             [],
             self.schema,
-            call_site(),
+            site,
             kind="distinct",
             keys=tuple(self.schema.names),
             fn=None,
@@ -398,11 +456,13 @@ class Collection:
 
     def threshold(self, fn: Callable[[int], int]) -> Collection:
         """Each record with multiplicity ``fn(m)`` where ``m`` is its multiplicity here."""
+        site = call_site()
+        _check_keys(self.schema, self.schema.names, site, "threshold")
         return self._add(
             "reduce",
             [],
             self.schema,
-            call_site(),
+            site,
             kind="threshold",
             keys=tuple(self.schema.names),
             fn=fn,
@@ -544,17 +604,20 @@ class GroupBy:
 
         ``count`` is the sum of multiplicities, ``sum`` weights values by them, ``min``/``max``
         range over the values whose multiplicity in the group is positive, ``mean`` is
-        ``sum / count``."""
+        ``sum / count``; ``top_k``/``arg_max`` order the records of positive multiplicity
+        (:func:`top_k`)."""
         site = call_site()
         c = self.collection
         if not aggs:
             raise GraphError("agg() needs at least one aggregate, e.g. n=dd.count()", site=site)
         types: dict[str, Any] = {k: c.schema[k] for k in self.keys}
         specs: list[tuple[str, str, str | None]] = []
+        ranked: list[tuple[str, int, str]] = []
         for name, a in aggs.items():
             if not isinstance(a, Agg):
                 raise GraphError(
-                    f"aggregate {name}={a!r} is not dd.count/sum/min/max/mean", site=site
+                    f"aggregate {name}={a!r} is not dd.count/sum/min/max/mean/top_k/arg_max",
+                    site=site,
                 )
             if name in types:
                 raise SchemaError(f"aggregate name {name!r} clashes with a key column", site=site)
@@ -563,6 +626,13 @@ class GroupBy:
                 dt = c.schema[a.column]
                 if a.kind in ("sum", "mean") and not dt.is_numeric:
                     raise SchemaError(f"{a.kind}({a.column!r}) of non-numeric type {dt}", site=site)
+                if a.kind != "count" and dt.kind == "list":
+                    raise SchemaError(f"{a.kind}({a.column!r}) of a list column ({dt})", site=site)
+            if a.kind in ("top_k", "arg_max"):
+                assert a.column is not None and a.k is not None
+                by = a.by if a.by is not None else a.column
+                _check_keys(c.schema, [by], site, f"{a.kind}(by=)")
+                ranked.append((name, a.k, by))
             types[name] = _agg_type(a, c.schema)
             specs.append((name, a.kind, a.column))
         return c._add(
@@ -573,6 +643,7 @@ class GroupBy:
             kind="agg",
             keys=tuple(self.keys),
             aggs=tuple(specs),
+            ranked=tuple(ranked),
             fn=None,
         )
 
@@ -629,6 +700,18 @@ def _check_columns(schema: Schema, names: Sequence[str], site: CallSite | None, 
             )
 
 
+def _check_keys(schema: Schema, names: Sequence[str], site: CallSite | None, what: str) -> None:
+    """Key columns exist and are not lists (a list is a value, never a key)."""
+    _check_columns(schema, names, site, what)
+    for n in names:
+        if schema[n].kind == "list":
+            raise SchemaError(
+                f"{what}: column {n!r} is a {schema[n]}, and a list cannot be a key (group, "
+                "join, arrange or distinct on other columns)",
+                site=site,
+            )
+
+
 def _join_keys(
     left: Collection, right: Collection, on: Any, left_on: Any, right_on: Any, site: CallSite | None
 ) -> tuple[list[str], list[str]]:
@@ -642,8 +725,8 @@ def _join_keys(
         raise GraphError("join needs on= or both left_on= and right_on=", site=site)
     if len(lk) != len(rk) or not lk:
         raise GraphError(f"join keys {lk} and {rk} differ in number", site=site)
-    _check_columns(left.schema, lk, site, "join (left)")
-    _check_columns(right.schema, rk, site, "join (right)")
+    _check_keys(left.schema, lk, site, "join (left)")
+    _check_keys(right.schema, rk, site, "join (right)")
     for a, b in zip(lk, rk, strict=True):
         ta, tb = left.schema[a], right.schema[b]
         if ta.kind != tb.kind or (ta.kind != "int" and ta.polars != tb.polars):
@@ -662,6 +745,11 @@ def _agg_type(a: Agg, schema: Schema) -> Any:
         return "float64"
     if a.kind == "sum":
         return "int64" if dt.kind in ("int", "bool") else "float64"
+    if a.kind == "top_k":
+        return f"list[{dt.name}]"
+    if a.kind == "arg_max":
+        assert a.by is not None
+        return dt.with_nullable(dt.nullable or schema[a.by].nullable)
     # min/max skip nulls: a group whose values are all null has a null min and max
     return dt
 

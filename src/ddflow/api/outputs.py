@@ -148,14 +148,19 @@ _PANDAS_NULLABLE = {
 def to_pandas(frame: pl.DataFrame, schema: Schema) -> pd.DataFrame:
     """``frame`` as pandas, with a nullable integer or boolean column (``"int64?"``) in
     pandas' nullable dtype (``Int64``, ``boolean``), so that a null stays a null (``pd.NA``)
-    instead of turning the column into floats."""
+    instead of turning the column into floats; a list column (``"list[str]"``) holds Python
+    lists."""
     import pandas as pd
 
     out = frame.to_pandas()
     for name, dtype in schema.items():
+        if name not in out.columns:
+            continue
         target = _PANDAS_NULLABLE.get(dtype.name)
-        if dtype.nullable and target is not None and name in out.columns:
+        if dtype.nullable and target is not None:
             out[name] = pd.array(frame.get_column(name).to_list(), dtype=target)
+        elif dtype.kind == "list":
+            out[name] = pd.Series(frame.get_column(name).to_list(), index=out.index, dtype=object)
     return out
 
 

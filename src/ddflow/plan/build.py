@@ -437,4 +437,5 @@ def _spec(node: Node) -> ReduceSpec:
         values=p.get("values", ()),
         outputs=p.get("outputs", ()),
         out_types=out_types,
+        ranked=p.get("ranked", ()),
     )

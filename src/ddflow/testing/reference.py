@@ -65,7 +65,7 @@ def frame_to_counter(frame: pd.DataFrame | pl.DataFrame, count: str = "count") -
     names = [c for c in frame.columns if c != count]
     out: Counter = Counter()
     for row in frame.select([*names, count]).iter_rows():
-        out[tuple(row[:-1])] += row[-1]
+        out[tuple(tuple(v) if isinstance(v, list) else v for v in row[:-1])] += row[-1]
     return _clean(out)
 
 
@@ -230,7 +230,7 @@ class _Interpreter:
                 if total <= 0:
                     continue
                 vals = []
-                for _, agg, c in node.params["aggs"]:
+                for name, agg, c in node.params["aggs"]:
                     ci = names.index(c) if c is not None else -1
                     if agg == "count":
                         vals.append(total)
@@ -238,6 +238,9 @@ class _Interpreter:
                         vals.append(sum(r[ci] * m for r, m in rows if r[ci] is not None))
                     elif agg == "mean":  # the sum (nulls skipped) over the count of all rows
                         vals.append(sum(r[ci] * m for r, m in rows if r[ci] is not None) / total)
+                    elif agg in ("top_k", "arg_max"):
+                        top = self._top(node, rows, name, ci, names)
+                        vals.append(tuple(top) if agg == "top_k" else (top[0] if top else None))
                     else:
                         # over the column's values whose multiplicity in the group is positive
                         per_value: Counter = Counter()
@@ -264,6 +267,30 @@ class _Interpreter:
                 o = tuple(o) if isinstance(o, (tuple, list)) else (o,)
                 out[(*key, *o)] += 1
         return self._typed(node, out)
+
+    @staticmethod
+    def _top(
+        node: Node, rows: list[tuple[Any, int]], name: str, ci: int, names: list[str]
+    ) -> list[Any]:
+        """``top_k``: every record of the group whose value and ``by`` are not null, as many
+        times as the multiplicity of its ``(value, by)`` pair when that is positive, in order
+        of ``by`` from the largest then of value from the smallest (NaN above every number,
+        ``-0.0`` equal to ``0.0``); the first ``k`` values."""
+        ((k, by),) = [(k, by) for n, k, by in node.params["ranked"] if n == name]
+        bi = names.index(by)
+        per_pair: Counter = Counter()
+        for r, m in rows:
+            if r[ci] is not None and r[bi] is not None:
+                per_pair[(r[ci], r[bi])] += m
+        copies = [pair for pair, m in per_pair.items() for _ in range(m)]  # (none when m <= 0)
+
+        def rank(pair: tuple[Any, Any]) -> tuple[Any, ...]:
+            value, b = pair
+            # larger by first: compare by its negated order key where it is a number; other
+            # types (str, dates) are ranked by their position among the group's by values
+            return (-_position(b, [p[1] for p in copies]), _total_order(value))
+
+        return [value for value, _ in sorted(copies, key=rank)[:k]]
 
     # ------------------------------------------------------------------ loops
 
@@ -316,9 +343,16 @@ _NAN = float("nan")
 
 def _canonical(record: tuple[Any, ...]) -> tuple[Any, ...]:
     """``record`` with every NaN the one :data:`_NAN` (and otherwise unchanged)."""
+    if any(isinstance(v, tuple) for v in record):
+        record = tuple(_canonical(v) if isinstance(v, tuple) else v for v in record)
     if any(v != v for v in record if isinstance(v, float)):
         return tuple(_NAN if isinstance(v, float) and v != v else v for v in record)
     return record
+
+
+def _position(v: Any, values: list[Any]) -> int:
+    """How many distinct values of ``values`` are below ``v`` in the engine's order."""
+    return len({_total_order(x) for x in values if _total_order(x) < _total_order(v)})
 
 
 def _total_order(v: Any) -> tuple[bool, Any]:

@@ -58,7 +58,8 @@ __all__ = ["ReduceOp", "ReduceSpec"]
 class ReduceSpec:
     """What a reduce computes, for the runtime's kernels.
 
-    ``kind`` is ``"agg"`` (``aggs``: ``(output name, count|sum|min|max|mean, column)``),
+    ``kind`` is ``"agg"`` (``aggs``: ``(output name, count|sum|min|max|mean|top_k|arg_max,
+    column)``, with ``ranked`` giving each ``top_k``/``arg_max`` its ``k`` and ``by``),
     ``"distinct"``, ``"threshold"`` (``fn(m) -> m'``) or ``"reduce"`` (``fn(key, group)``).
     ``values`` are the input columns the function reads besides the keys; ``weights`` the
     pre-multiplied columns a count/sum-only aggregate keeps instead of values; ``outputs`` the
@@ -73,6 +74,15 @@ class ReduceSpec:
     aggs: tuple[tuple[str, str, str | None], ...] = ()
     fn: Callable[..., Any] | None = None
     out_types: dict[str, Any] = field(default_factory=dict)
+    #: ``(output name, k, by column)`` of each ``top_k`` / ``arg_max`` in ``aggs``
+    ranked: tuple[tuple[str, int, str], ...] = ()
+
+    def rank_of(self, name: str) -> tuple[int, str]:
+        """``(k, by)`` of the ``top_k`` or ``arg_max`` aggregate named ``name``."""
+        for n, k, by in self.ranked:
+            if n == name:
+                return k, by
+        raise KeyError(name)
 
     @staticmethod
     def of(
@@ -84,6 +94,7 @@ class ReduceSpec:
         values: Sequence[str] = (),
         outputs: Sequence[str] = (),
         out_types: dict[str, Any] | None = None,
+        ranked: Sequence[tuple[str, int, str]] = (),
     ) -> ReduceSpec:
         aggs = tuple(aggs)
         weights: tuple[str, ...] = ()
@@ -94,7 +105,8 @@ class ReduceSpec:
                 weights = tuple(sorted({weight_column(c) for _, _, c in aggs if c is not None}))
                 values = ()
             else:
-                values = tuple(sorted({c for _, _, c in aggs if c is not None}))
+                read = {c for _, _, c in aggs if c is not None} | {by for _, _, by in ranked}
+                values = tuple(sorted(read))
         return ReduceSpec(
             kind,
             tuple(keys),
@@ -104,6 +116,7 @@ class ReduceSpec:
             aggs,
             fn,
             dict(out_types or {}),
+            tuple(ranked),
         )
 
     @property

@@ -86,9 +86,11 @@ def spark_type_name(dtype: pl.DataType) -> str:
 def arrow_type(spark_name: str) -> pa.DataType:
     """The Arrow type Spark exchanges for a Spark SQL type name.
 
-    >>> arrow_type("bigint")
-    DataType(int64)
+    >>> arrow_type("bigint"), arrow_type("array<string>")
+    (DataType(int64), ListType(list<element: string>))
     """
+    if spark_name.startswith("array<") and spark_name.endswith(">"):
+        return pa.list_(arrow_type(spark_name[6:-1]))
     return _ARROW_TYPES[spark_name]
 
 

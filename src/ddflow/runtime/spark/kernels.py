@@ -86,6 +86,13 @@ _POLARS_TYPES: dict[str, pl.DataType] = {
 }
 
 
+def polars_type(spark_name: str) -> pl.DataType:
+    """The Polars dtype of a Spark SQL type name of a ddflow type (``array<T>`` a list)."""
+    if spark_name.startswith("array<") and spark_name.endswith(">"):
+        return pl.List(polars_type(spark_name[6:-1]))
+    return _POLARS_TYPES[spark_name]
+
+
 # ---------------------------------------------------------------------- facts
 
 
@@ -217,7 +224,7 @@ class SparkKernels:
         return T.StructType(fields)
 
     def polars_schema(self, df: DataFrame) -> dict[str, pl.DataType]:
-        return {name: _POLARS_TYPES[t] for name, t in df.dtypes}
+        return {name: polars_type(t) for name, t in df.dtypes}
 
     def empty(self, schema: Any, tt: TimeType) -> DataFrame:
         full = dict(schema)

@@ -400,7 +400,10 @@ def _agg(
 ) -> DataFrame:
     """Aggregates that need values. ``count``/``sum``/``mean`` are linear in the rows; ``min``
     and ``max`` of a column range over that column's values whose multiplicity in the group,
-    summed over every row holding the value, is positive (as the local kernel)."""
+    summed over every row holding the value, is positive (as the local kernel). With a
+    ``top_k`` or ``arg_max``, the local group function runs on each partition's groups."""
+    if spec.ranked:
+        return _local_groups(k, spec, acc, keys, qcols, LOCAL_GROUP_FUNCTIONS["agg"])
     types = dict(acc.dtypes)
     group = [*keys, *qcols]
     count = F.sum(DIFF)
@@ -462,8 +465,24 @@ def _reduce(
     qcols: list[str],
     out_types: dict[str, str],
 ) -> DataFrame:
-    """``fn(key, group)`` in Python on the executors: the local group function on the
-    groups of each partition (all rows of a group are in one partition)."""
+    """``fn(key, group)`` in Python on the executors (:func:`_local_groups`), on the rows of
+    positive multiplicity."""
+    assert spec.fn is not None
+    ship_by_value(spec.fn)
+    positive = acc.filter(F.col(DIFF) > 0)
+    return _local_groups(k, spec, positive, keys, qcols, LOCAL_GROUP_FUNCTIONS["reduce"])
+
+
+def _local_groups(
+    k: SparkKernels,
+    spec: ReduceSpec,
+    acc: DataFrame,
+    keys: list[str],
+    qcols: list[str],
+    local_group: Any,
+) -> DataFrame:
+    """A local group function on the executors, on the groups of each partition (all rows of
+    a group are in one partition)."""
     gcols = [*keys, *qcols]
     in_schema = k.polars_schema(acc)
     out_schema = {
@@ -473,10 +492,7 @@ def _reduce(
     }
     out_struct = k.struct(out_schema)
     target = pa.schema([(f.name, arrow_type(f.dataType.simpleString())) for f in out_struct])
-    local_group = LOCAL_GROUP_FUNCTIONS["reduce"]
     names = list(out_schema)
-    assert spec.fn is not None
-    ship_by_value(spec.fn)
 
     def apply(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         tables = [pa.Table.from_batches([b]) for b in batches]
@@ -488,8 +504,7 @@ def _reduce(
         out = local_group(spec, frame, keys, qcols).select(names)
         yield from out.to_arrow().cast(target).to_batches()
 
-    positive = acc.filter(F.col(DIFF) > 0)
-    return positive.repartition(k.partitions, *gcols).mapInArrow(apply, out_struct)
+    return acc.repartition(k.partitions, *gcols).mapInArrow(apply, out_struct)
 
 
 GROUP_FUNCTIONS: dict[str, Any] = {

@@ -51,6 +51,11 @@ def _conform_value(column: str, dtype: DType, value: Any) -> Any:
             raise ValueRuleError(f"{where}: got None, but the column is not nullable")
         return None
     kind, t = dtype.kind, type(value)
+    element = dtype.element
+    if element is not None:  # a list: a tuple here (a record is a dict key), never null inside
+        if not issubclass(t, (list, tuple)):
+            raise ValueRuleError(f"{where}: expected {dtype.name}, got {t.__name__} {value!r}")
+        return tuple(_conform_value(f"{column}[{i}]", element, x) for i, x in enumerate(value))
     ok = {
         "int": issubclass(t, int) and not issubclass(t, bool),
         "float": issubclass(t, (int, float)) and not issubclass(t, bool),

@@ -248,8 +248,9 @@ def _change_rows(
     types = [want.schema[c] for c in group]
     if current.height and [current.schema[c] for c in group] != types:
         return None  # (a relaxed concat would cast: left to Polars)
-    if any(t.is_float() for t in types):
-        return None  # (NaN is not equal to itself in a dict, but one group in Polars)
+    if any(t.is_float() or t.is_nested() for t in types):
+        return None  # (NaN is not equal to itself in a dict, but one group in Polars; a list
+        # is no dict key)
     sums: dict[tuple[Any, ...], int] = {}
     cols = [*group, DIFF]
     for r in iter_rows(want, cols):
@@ -349,7 +350,9 @@ def _rows_path_applies(spec: ReduceSpec, history: pl.DataFrame) -> bool:
     """The row path adds, compares and sorts in Python. It takes no float column: a float sum
     depends on the order of its terms, and NaN (and -0.0) compare and group differently in
     Python and Polars, so that floats always take the columnar path (and results never depend
-    on batch sizes)."""
+    on batch sizes). Nor a list output (``top_k``): a Python list is no dict key."""
+    if any(isinstance(t, pl.List) for t in spec.out_types.values()):
+        return False
     cols = [*spec.keys, *spec.values, *spec.weights]
     return not any(history.schema[c].is_float() for c in cols)
 

@@ -6,7 +6,10 @@ many groups and return the desired output rows ``keys, __q*, outputs, __diff``;
 ``_ROW_GROUP_FUNCTIONS`` compute the same for one group in Python, for the row path. Both follow
 the semantics of the group (:mod:`ddflow.differential.operators.reduce`): a group yields a row
 only when its count is positive, ``min``/``max`` range over the values whose multiplicity in the
-group is positive, ``distinct`` keeps the records of positive multiplicity once,
+group is positive, ``top_k``/``arg_max`` order the ``(value, by)`` pairs of positive
+multiplicity (each counted that many times) by ``by`` descending then value ascending (NaN the
+largest float, ``-0.0`` equal to ``0.0``, nulls skipped), ``distinct`` keeps the records of
+positive multiplicity once,
 ``threshold(fn)`` gives each record the multiplicity ``fn(m)`` and ``reduce(fn)`` sees the rows
 of positive multiplicity.
 """
@@ -49,6 +52,34 @@ def _present(group: Sequence[tuple[tuple[Any, ...], list[Any]]], i: int) -> list
     return [x for x, m in per_value.items() if m > 0]
 
 
+def _order_key(x: Any) -> tuple[bool, Any]:
+    """A sort key that puts NaN after every other float (Python's ``<`` is false for NaN)."""
+    return (isinstance(x, float) and x != x, x)
+
+
+def _ranked(
+    group: Sequence[tuple[tuple[Any, ...], list[Any]]], i: int, j: int, k: int
+) -> list[Any]:
+    """The values of column ``i`` of the ``k`` top pairs ``(value i, by j)``: each pair
+    counted as many times as its multiplicity when that is positive, ordered by ``by``
+    descending then value ascending, nulls skipped."""
+    per_pair: dict[tuple[Any, Any], int] = {}
+    for v, acc in group:
+        if v[i] is not None and v[j] is not None:
+            pair = (v[i], v[j])
+            per_pair[pair] = per_pair.get(pair, 0) + acc[0]
+    pairs = sorted(
+        ((p, m) for p, m in per_pair.items() if m > 0), key=lambda pm: _order_key(pm[0][0])
+    )
+    pairs.sort(key=lambda pm: _order_key(pm[0][1]), reverse=True)  # stable: ties keep value order
+    out: list[Any] = []
+    for (x, _), m in pairs:
+        out.extend([x] * min(m, k - len(out)))
+        if len(out) >= k:
+            break
+    return out
+
+
 def _rows_agg_weights(spec: ReduceSpec, key: Any, group: Any) -> list[tuple[Any, int]]:
     ((_, acc),) = group  # no value columns: one accumulated row
     count = acc[0]
@@ -80,6 +111,10 @@ def _rows_agg(spec: ReduceSpec, key: Any, group: Any) -> list[tuple[Any, int]]:
             i = index[c]  # type: ignore[index]
             total = sum(v[i] * acc[0] for v, acc in group if v[i] is not None)
             value = total if kind == "sum" else total / count
+        elif kind in ("top_k", "arg_max"):
+            k, by = spec.rank_of(name)
+            top = _ranked(group, index[c], index[by], k)  # type: ignore[index]
+            value = top if kind == "top_k" else (top[0] if top else None)
         else:
             present = _present(group, index[c])  # type: ignore[index]
             value = (min if kind == "min" else max)(present) if present else None
@@ -150,7 +185,7 @@ def _agg(spec: ReduceSpec, acc: pl.DataFrame, keys: list[str], qcols: list[str])
     and ``max`` of a column range over that column's values whose multiplicity in the group,
     summed over every row holding the value, is positive."""
     group = [*keys, *qcols]
-    if len(spec.values) == 1:
+    if len(spec.values) == 1 and not spec.ranked:
         return _agg_one_value(spec, acc, group)
     linear = [pl.col(DIFF).sum().alias("__count")]
     for name, kind, c in spec.aggs:
@@ -163,7 +198,43 @@ def _agg(spec: ReduceSpec, acc: pl.DataFrame, keys: list[str], qcols: list[str])
             pick = pl.col(c).min() if kind == "min" else pl.col(c).max()
             ext = present.group_by(group).agg(pick.cast(spec.out_types[name]).alias(name))
             out = out.join(ext, on=group, how="left", nulls_equal=True)
+        elif kind in ("top_k", "arg_max"):
+            out = _with_ranked(spec, acc, group, out, name, kind, c)  # type: ignore[arg-type]
     return out.select([*group, *spec.outputs, _one()])
+
+
+def _with_ranked(
+    spec: ReduceSpec,
+    acc: pl.DataFrame,
+    group: list[str],
+    out: pl.DataFrame,
+    name: str,
+    kind: str,
+    c: str,
+) -> pl.DataFrame:
+    """``out`` with the ``top_k`` or ``arg_max`` column ``name``: the ``(c, by)`` pairs of
+    positive multiplicity, each repeated that many times (at most ``k``), ordered by ``by``
+    descending then ``c`` ascending, the first ``k`` values of each group."""
+    k, by = spec.rank_of(name)
+    pair = [c] if by == c else [c, by]
+    present = (
+        acc.filter(pl.col(c).is_not_null() & pl.col(by).is_not_null())
+        .group_by([*group, *pair])
+        .agg(pl.col(DIFF).sum())
+        .filter(pl.col(DIFF) > 0)
+    )
+    copies = present.with_columns(pl.col(c).repeat_by(pl.col(DIFF).clip(upper_bound=k))).explode(c)
+    ordered = copies.sort([by, c], descending=[True, False], nulls_last=True, maintain_order=True)
+    dtype = spec.out_types[name]
+    if kind == "top_k":
+        pick = pl.col(c).head(k).cast(dtype.inner)  # each group's values become its list
+        filler: Any = pl.lit(pl.Series([[]], dtype=dtype))
+    else:
+        pick = pl.col(c).first().cast(dtype)
+        filler = None
+    top = ordered.group_by(group, maintain_order=True).agg(pick.alias(name))
+    joined = out.join(top, on=group, how="left", nulls_equal=True)
+    return joined if filler is None else joined.with_columns(pl.col(name).fill_null(filler))
 
 
 def _linear(kind: str, c: str | None) -> pl.Expr:
