@@ -122,3 +122,26 @@ def test_an_inspect_callback_that_raises_stops_the_dataflow() -> None:
         flow.run()
     with pytest.raises(dd.DataflowFailedError, match="spy failed"):
         xs.insert([2])
+
+
+def test_a_failure_inside_a_library_ddflow_calls_is_not_blamed_on_a_user_function(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An aggregate has no user function: when the Polars code ddflow runs for it fails, the
+    error is ddflow's own (raised as it is), not a user function "defined in" Polars."""
+    import polars as pl
+
+    from ddflow.runtime.local.reduce import groups
+
+    # (the expression is made here, but fails later, inside Polars, called by ddflow)
+    monkeypatch.setattr(groups, "_linear", lambda kind, c: pl.col(c).str.len_chars())
+    flow = dd.Dataflow()
+    xs = flow.input("xs", schema={"k": "int64", "x": "float64"})
+    xs.group_by("k").agg(low=dd.min("x"), total=dd.sum("x")).output()
+    xs.insert([(1, 2.5)])
+    flow.advance_to(1)
+    with pytest.raises(pl.exceptions.PolarsError) as info:
+        flow.run()
+    assert not isinstance(info.value, dd.UserFunctionError)
+    with pytest.raises(dd.DataflowFailedError):
+        flow.run()

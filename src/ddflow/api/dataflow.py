@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import os
 import sys
+import sysconfig
 import time as _time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
@@ -264,15 +265,16 @@ class Dataflow:
                 raise error from e
             raise
 
-    def loop_stats(self) -> pd.DataFrame:
+    def loop_stats(self, epoch: int | None = None) -> pd.DataFrame:
         """Differences processed by each loop, per time: columns ``loop``, ``epoch``,
         ``iteration`` (the loop's own counter), ``time`` (the full time inside the loop:
         epoch, outer loops' counters, and for a prioritized loop its priority), and
-        ``differences`` (updates that reached the loop variable at that time)."""
+        ``differences`` (updates that reached the loop variable at that time). With
+        ``epoch``, only that epoch's times."""
         rows = [
             (name, t[0], t[-1], t, n)
             for name, counts in self._loop_counts.items()
-            for t, n in sorted(counts.items())
+            for t, n in sorted(c for c in counts.items() if epoch is None or c[0][0] == epoch)
         ]
         import pandas as pd
 
@@ -363,6 +365,8 @@ def _user_function_error(flow: Dataflow, error: BaseException) -> UserFunctionEr
         return None
     code = frame.f_code
     node = next((n for n in flow.plan.nodes if _runs_in(n, frame)), None)
+    if node is None and _in_library(frame):
+        return None  # a library ddflow calls (Polars, NumPy) failed: a failure of ddflow
     what = f"the function {code.co_name}"
     if node is not None:
         what = (
@@ -375,6 +379,18 @@ def _user_function_error(flow: Dataflow, error: BaseException) -> UserFunctionEr
         f"{what} (defined at {where}) raised {type(error).__name__}: {error}",
         site=node.site if node is not None else None,
     )
+
+
+_LIBRARY_DIRS = tuple(
+    os.path.abspath(p) + os.sep
+    for p in {sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib", "purelib", "platlib")}
+)
+
+
+def _in_library(frame: Any) -> bool:
+    """Whether ``frame`` runs code of an installed library or of the standard library."""
+    filename = os.path.abspath(frame.f_code.co_filename)
+    return filename.startswith(_LIBRARY_DIRS) or "site-packages" in filename
 
 
 def _runs_in(node: Node, frame: Any) -> bool:
