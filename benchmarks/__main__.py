@@ -19,6 +19,7 @@ BENCHMARKS = {
     "table2": "benchmarks.table2",
     "throughput": "benchmarks.throughput",
     "realdata": "benchmarks.realdata",
+    "demo": "benchmarks.demo",
 }
 
 

@@ -1,106 +1,192 @@
-"""The ``ddflow`` command line: the demo, and the benchmark entry point.
+"""The ``ddflow`` command line.
 
-``python -m ddflow demo`` builds a small incremental job on the embedded runtime, feeds it epoch
-by epoch, and prints each epoch's output changes and its latency.
+``python -m ddflow demo`` slides a time window over a stream of mentions (edges src → dst with
+an optional hashtag), keeps the strongly connected components of the window's graph up to date
+with ddflow, and shows them on a page served at ``http://HOST:PORT``: each step of the window
+beside the time NetworkX takes to recompute the same window from scratch. The stream is
+generated (``--seed``, ``--hours``) or read from a Parquet or CSV file (``--data``, with Spark
+when ``--spark`` is given); the page stays up until Ctrl-C.
 """
 
 from __future__ import annotations
 
 import argparse
-import random
+import os
 import sys
 import time
 from collections.abc import Sequence
 
+from ddflow.errors import InputError
+
 __all__ = ["main"]
 
 
-def demo(
-    epochs: int = 8,
-    nodes: int = 2_000,
-    edges: int = 6_000,
-    batch: int = 5,
-    seed: int = 7,
-    out: object = sys.stdout,
-) -> None:
-    """A social graph changing over time: follower counts per user and the users who follow
-    someone back, maintained incrementally; then connected components when available."""
-    import ddflow as dd
+def _positive(text: str) -> int:
+    """An argparse type: an integer of at least 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} is not positive")
+    return value
 
-    def say(*args: object) -> None:
-        print(*args, file=out)  # type: ignore[call-overload]
 
-    rng = random.Random(seed)
-    flow = dd.Dataflow()
-    follows = flow.input("follows", schema={"src": "int64", "dst": "int64"})
-    followers = follows.group_by("dst").agg(followers=dd.count())
-    top = followers.filter(dd.col("followers") >= 8).output()
-    mutual = (
-        follows.join(follows.select(src=dd.col("dst"), dst=dd.col("src")), on=["src", "dst"])
-        .select("src")
-        .distinct()
+def _port(text: str) -> int:
+    """An argparse type: a TCP port, 0 (any free port) to 65535."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number") from None
+    if not 0 <= value <= 65_535:
+        raise argparse.ArgumentTypeError(f"{value} is not a port (0 to 65535)")
+    return value
+
+
+def parsers() -> tuple[argparse.ArgumentParser, argparse.ArgumentParser]:
+    """The command line's parser, and its ``demo`` subcommand's.
+
+    >>> top, _ = parsers()
+    >>> args = top.parse_args(["demo", "--no-browser", "--window", "3600"])
+    >>> (args.host, args.port, args.window, args.step, args.browser, args.data)
+    ('127.0.0.1', 8050, 3600, 60, False, None)
+    """
+    top = argparse.ArgumentParser(prog="ddflow", description=__doc__.split("\n\n")[0])
+    sub = top.add_subparsers(dest="command", required=True)
+    d = sub.add_parser(
+        "demo",
+        help="serve the sliding-window demo: incremental SCCs beside NetworkX",
+        description=__doc__.split("\n\n")[1].replace("``", ""),
     )
-    mutual_count = mutual.with_columns(one=dd.lit(0)).group_by("one").agg(users=dd.count()).output()
-    components = None
-    if hasattr(dd.graph, "connected_components"):
-        components = (
-            dd.graph.connected_components(follows)
-            .group_by("label")
-            .agg(size=dd.count())
-            .group_by("size")
-            .agg(components=dd.count())
-            .output()
-        )
-
-    live: list[tuple[int, int]] = []
-    say(
-        f"ddflow demo: {nodes} users, {edges} follow edges, then {epochs - 1} epochs of "
-        f"{batch} insertions and {batch} deletions (embedded runtime)"
+    d.add_argument("--host", default="127.0.0.1", help="the address to serve on (%(default)s)")
+    d.add_argument(
+        "--port", type=_port, default=8050, help="the port (%(default)s; 0: any free one)"
     )
-    for epoch in range(epochs):
-        if epoch == 0:
-            new = [(rng.randrange(nodes), rng.randrange(nodes)) for _ in range(edges)]
-            follows.insert(new)
-            live.extend(new)
+    d.add_argument(
+        "--no-browser",
+        dest="browser",
+        action="store_false",
+        help="do not open the page in a browser (none opens without a display anyway)",
+    )
+    d.add_argument(
+        "--window",
+        type=_positive,
+        default=86_400,
+        metavar="SECONDS",
+        help="the window, in seconds (%(default)s)",
+    )
+    d.add_argument(
+        "--step",
+        type=_positive,
+        default=60,
+        metavar="SECONDS",
+        help="a step of the window, in seconds (%(default)s)",
+    )
+    d.add_argument(
+        "--data",
+        metavar="FILE",
+        help="a Parquet or CSV file of mentions (columns time, src, dst, tag) to use instead "
+        "of a generated stream",
+    )
+    d.add_argument("--spark", action="store_true", help="read --data FILE with Spark")
+    d.add_argument("--seed", type=int, metavar="N", help="the generated stream's seed (7)")
+    d.add_argument(
+        "--hours", type=_positive, metavar="H", help="the generated stream's length in hours (48)"
+    )
+    return top, d
+
+
+def can_open_browser() -> bool:
+    """Whether a browser window can open here: not on a Linux (or BSD) machine without a
+    display (neither ``DISPLAY`` nor ``WAYLAND_DISPLAY`` set), such as a server over SSH.
+
+    >>> import sys
+    >>> can_open_browser() or sys.platform.startswith("linux")
+    True
+    """
+    if sys.platform.startswith(("linux", "freebsd", "openbsd", "netbsd")):
+        return bool(os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"))
+    return True
+
+
+def demo(args: argparse.Namespace) -> int:
+    """Run ``python -m ddflow demo`` with parsed ``args``: build the mentions and the window's
+    dataflow, then serve the page until Ctrl-C; the model, and the Spark session of
+    ``--spark``, are closed on the way out. Data that cannot be used, Spark that cannot start,
+    or an address that cannot be served is one line on stderr and exit status 2."""
+    from ddflow.demo.app import serve
+    from ddflow.demo.data import mention_stream, read_mentions
+    from ddflow.demo.model import WindowModel
+
+    spark = None
+    model = None
+    try:
+        if args.data is None:
+            seed = 7 if args.seed is None else args.seed
+            hours = 48 if args.hours is None else args.hours
+            print(f"generating {hours} hours of mentions (seed {seed}) …", flush=True)
+            mentions = mention_stream(seed=seed, hours=hours)
         else:
-            gone = [live.pop(rng.randrange(len(live))) for _ in range(batch)]
-            new = [(rng.randrange(nodes), rng.randrange(nodes)) for _ in range(batch)]
-            follows.remove(gone)
-            follows.insert(new)
-            live.extend(new)
-        t0 = time.perf_counter()
-        flow.advance_to(epoch + 1)
-        flow.run()
-        ms = (time.perf_counter() - t0) * 1e3
-        changes = top.changes()
-        changes = changes[changes["time"] == epoch]
-        mutual_now = mutual_count.snapshot()
-        users = int(mutual_now["users"].iloc[0]) if len(mutual_now) else 0
-        line = (
-            f"epoch {epoch}: {ms:8.1f} ms   users with >= 8 followers changed by "
-            f"{len(changes):3d} rows   users following someone back: {users}"
+            if args.spark:
+                from ddflow.runtime.spark.session import SparkUnavailableError, local_session
+
+                print("starting Spark (local[2]) …", flush=True)
+                try:
+                    spark = local_session(app="ddflow demo")
+                except SparkUnavailableError as e:
+                    print(f"ddflow demo: error: {e.message}", file=sys.stderr)
+                    return 2
+            print(f"reading {args.data} …", flush=True)
+            mentions = read_mentions(args.data, spark=spark)
+        print(
+            f"building the window: {mentions.height} edges, a window of {args.window} s "
+            f"moving by {args.step} s …",
+            flush=True,
         )
-        if components is not None:
-            snap = components.snapshot()
-            line += f"   components: {int((snap['components'] * 1).sum())}"
-        say(line)
-    snap = top.snapshot().sort_values("followers", ascending=False).head(5)
-    say("most followed users now:")
-    say(snap.to_string(index=False))
+        started = time.perf_counter()
+        model = WindowModel(mentions, window=args.window, step=args.step)
+        print(f"built in {time.perf_counter() - started:.1f} s", flush=True)
+        browser = args.browser and can_open_browser()
+        if args.browser and not browser:
+            print("no display here: open the address below in a browser", flush=True)
+        try:
+            serve(model, args.host, args.port, open_browser=browser)
+        except OSError as e:  # the address is taken, or not this machine's
+            print(
+                f"ddflow demo: error: cannot serve at {args.host}:{args.port}: {e}", file=sys.stderr
+            )
+            return 2
+        print("stopped", flush=True)
+    except InputError as e:
+        print(f"ddflow demo: error: {e.message}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:  # (before serving: while the data or the model is built)
+        print("stopped", flush=True)
+    finally:
+        if model is not None:
+            model.close()
+        if spark is not None:
+            spark.stop()
+    return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="ddflow", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True)
-    d = sub.add_parser("demo", help="run the incremental demo on the embedded runtime")
-    d.add_argument("--epochs", type=int, default=8)
-    d.add_argument("--nodes", type=int, default=2_000)
-    d.add_argument("--edges", type=int, default=6_000)
-    d.add_argument("--seed", type=int, default=7)
-    args = parser.parse_args(argv)
-    if args.command == "demo":
-        demo(epochs=args.epochs, nodes=args.nodes, edges=args.edges, seed=args.seed)
-    return 0
+    """The ``ddflow`` command: parse ``argv`` (the process's arguments by default), run the
+    subcommand, and return its exit status. Arguments that do not fit are argparse's errors
+    (usage on stderr, exit status 2).
+
+    >>> main(["demo", "--spark"])
+    Traceback (most recent call last):
+    ...
+    SystemExit: 2
+    """
+    top, d = parsers()
+    args = top.parse_args(argv)
+    if args.spark and args.data is None:
+        d.error("--spark reads --data FILE with Spark: give --data FILE too")
+    if args.data is not None and (args.seed is not None or args.hours is not None):
+        d.error("--seed and --hours shape a generated stream; with --data the file is the stream")
+    return demo(args)
 
 
 if __name__ == "__main__":  # pragma: no cover
