@@ -139,12 +139,12 @@ def demo(args: argparse.Namespace) -> int:
             print(f"reading {args.data} …", flush=True)
             mentions = read_mentions(args.data, spark=spark)
         print(
-            f"building the window: {mentions.height} edges, a window of {args.window} s "
-            f"moving by {args.step} s …",
+            f"building the first window: {mentions.height} mentions in all, a window of "
+            f"{args.window} s moving by {args.step} s …",
             flush=True,
         )
         started = time.perf_counter()
-        model = WindowModel(mentions, window=args.window, step=args.step)
+        model = WindowModel(mentions, window=args.window, step=args.step, progress=True)
         print(f"built in {time.perf_counter() - started:.1f} s", flush=True)
         browser = args.browser and can_open_browser()
         if args.browser and not browser:

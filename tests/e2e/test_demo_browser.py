@@ -81,7 +81,7 @@ def server(tmp_path: Path) -> Iterator[str]:
                 pytest.fail(f"the demo did not stop on Ctrl-C:\n{log_path.read_text()}")
     output = log_path.read_text()
     assert process.returncode == 0, output
-    assert "building the window" in output and "stopped" in output, output
+    assert "building the first window" in output and "stopped" in output, output
 
 
 @contextmanager

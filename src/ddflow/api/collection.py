@@ -524,6 +524,9 @@ class Collection:
             params = {"priority": priority[0], "compiled": priority[1]}
         entered = plan.add("enter", (self._node,), self.schema, scope, params, site)
         label = name if name is not None else f"loop{scope.id}"
+        taken = {n.params.get("name") for n in plan.nodes if n.op == "variable"}
+        if label in taken:  # (a name given twice, e.g. by a library function called twice)
+            label = f"{label} ({scope.id})"
         variable = plan.add("variable", (entered,), self.schema, scope, {"name": label}, site)
         result = body(Collection(self._flow, variable))
         if not isinstance(result, Collection):

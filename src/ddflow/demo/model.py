@@ -51,8 +51,9 @@ class WindowModel:
     The window holds the mentions with ``start <= time < end`` (``start = end - window``). It
     starts ending at ``end`` (default: one window after the first mention, or just after the
     last one if the data is shorter). ``step`` is the size of a step of the page's buttons.
-    With ``recompute=False`` the NetworkX recomputation is not run (``recompute_ms`` is None).
-    Not thread-safe: one caller at a time.
+    With ``recompute=False`` the NetworkX recomputation is not run (``recompute_ms`` is None);
+    ``progress=True`` prints the progress of building the first window to stderr every few
+    seconds. Not thread-safe: one caller at a time.
 
     >>> from ddflow.demo.data import mention_stream
     >>> model = WindowModel(mention_stream(seed=1, hours=2), window=1800, step=60)
@@ -70,6 +71,7 @@ class WindowModel:
         step: int = 60,
         end: int | None = None,
         recompute: bool = True,
+        progress: bool = False,
     ) -> None:
         site = call_site()
         for name, value in (("window", window), ("step", step)):
@@ -95,7 +97,9 @@ class WindowModel:
         self._steps: list[dict[str, Any]] = []
         self._iterations: list[dict[str, Any]] = []
         self._doc: dict[str, Any] = {}
+        self._progress = progress
         self.move_to(min(self.first + window, self.last + 1) if end is None else end)
+        self._progress = False
 
     # ------------------------------------------------------------------ the window
 
@@ -123,7 +127,7 @@ class WindowModel:
         self.slider.move_to(end)
         self._epoch += 1
         self.flow.advance_to(self._epoch)
-        self.flow.run()
+        self.flow.run(progress=self._progress, every=5.0)
         step_ms = (time.perf_counter() - began) * 1e3
         recompute_ms = None
         if self.recompute:

@@ -224,7 +224,7 @@ def _log2_bucket(value: Expr) -> Expr:
 
 
 def _min_label_propagation(
-    labels: Collection, e: Collection, priority: Expr | None = None
+    labels: Collection, e: Collection, priority: Expr | None = None, name: str | None = None
 ) -> Collection:
     """The fixed point of ``LocalMin`` (naiad-tech-report Figure 3) along the directed edges
     ``e``: ``x[i+1](v) = min(x[i](v), min{x[i](u) : (u, v) in e})``, from ``x[0] = labels``.
@@ -238,8 +238,8 @@ def _min_label_propagation(
         return sent.concat(x).group_by("node").agg(label=dd_min("label"))
 
     if priority is None:
-        return labels.iterate(local_min)
-    return labels.prioritized_iterate(local_min, priority=priority)
+        return labels.iterate(local_min, name=name)
+    return labels.prioritized_iterate(local_min, priority=priority, name=name)
 
 
 def _require_int(c: Collection, column: str, what: str) -> None:
@@ -285,7 +285,7 @@ def connected_components(
     if prioritized:
         _require_int(e, "src", "connected_components(prioritized=True)")
         priority = _log2_bucket(col("label"))
-    return _min_label_propagation(labels, symmetric, priority)
+    return _min_label_propagation(labels, symmetric, priority, name="component labels")
 
 
 def reachability_labels(edges: Collection, src: str = "src", dst: str = "dst") -> Collection:
@@ -301,13 +301,15 @@ def reachability_labels(edges: Collection, src: str = "src", dst: str = "dst") -
     {'node': [1, 2, 3, 4], 'label': [1, 2, 2, 4], 'count': [1, 1, 1, 1]}
     """
     e = _edges(edges, src, dst, "reachability_labels")
-    return _min_label_propagation(_node_set(e).with_columns(label=col("node")), e)
+    return _min_label_propagation(
+        _node_set(e).with_columns(label=col("node")), e, name="reachability labels"
+    )
 
 
-def _trim_and_reverse(e: Collection) -> Collection:
+def _trim_and_reverse(e: Collection, name: str) -> Collection:
     """The edges of ``e`` whose endpoints have equal reachability labels on ``e``, reversed
     (the papers' ``TrimAndReverse``; its label propagation is a loop inside the caller's)."""
-    labels = _min_label_propagation(_node_set(e).with_columns(label=col("node")), e)
+    labels = _min_label_propagation(_node_set(e).with_columns(label=col("node")), e, name=name)
     src_labels = labels.select(src=col("node"), src_label=col("label"))
     dst_labels = labels.select(dst=col("node"), dst_label=col("label"))
     labelled = e.join(src_labels, on="src").join(dst_labels, on="dst")
@@ -342,8 +344,15 @@ def strongly_connected_components(
     e = _edge_set(edges, src, dst, "strongly_connected_components")
     # the body ends in a reduce (distinct): it emits only real changes of the edge set, so the
     # loop sees no differences (and stops) once the set stops changing
-    intra = e.iterate(lambda y: _trim_and_reverse(_trim_and_reverse(y)).distinct())
-    on_cycle = _min_label_propagation(_node_set(intra).with_columns(label=col("node")), intra)
+    intra = e.iterate(
+        lambda y: _trim_and_reverse(
+            _trim_and_reverse(y, "scc forward labels"), "scc backward labels"
+        ).distinct(),
+        name="scc trims",
+    )
+    on_cycle = _min_label_propagation(
+        _node_set(intra).with_columns(label=col("node")), intra, name="scc component labels"
+    )
     nodes = _node_set(e)
     alone = nodes.antijoin(on_cycle, on="node").with_columns(label=col("node"))
     return on_cycle.concat(alone).select(node=col("node"), component=col("label"))

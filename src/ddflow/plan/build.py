@@ -149,8 +149,17 @@ class _Builder:
 
     def _port(self, node_id: int) -> tuple[Operator, int]:
         """The operator and port giving a node's output (never a fused node's: its consumer
-        takes it up)."""
+        takes it up). An ``arrange`` node read as a collection (by anything but a join on its
+        keys, which shares the arrangement itself) gives its records without the key column
+        the arrangement adds, through an operator made when first asked for."""
         assert node_id not in self.fused, f"fused node {node_id} read by an operator"
+        if node_id not in self.ports and node_id in self.arranged:
+            arranged = self.arranged[node_id]
+            tt = arranged.output_types[0]
+            plain = Linear("arrange-records", [tt], tt, [self.k.drop_key], self.k)
+            self.worker.add(plain)
+            self.worker.connect(arranged, 0, plain, 0)
+            self.ports[node_id] = (plain, 0)
         return self.ports[node_id]
 
     def _linear(self, node: Node, fn: Any, name: str | None = None) -> None:
@@ -392,9 +401,7 @@ class _Builder:
     def _op_arrange(self, node: Node) -> None:
         keys = tuple(node.params["keys"])
         (src,) = node.inputs
-        op = self._arrangement(src, keys)
-        self.arranged[node.id] = op
-        self.ports[node.id] = (op, 0)
+        self.arranged[node.id] = self._arrangement(src, keys)
 
     def _op_join(self, node: Node) -> None:
         left, right = node.inputs

@@ -461,9 +461,7 @@ class _Generator:
             prefix="arr",
             bits=src.bits,
         )
-        # only the two joins read the arrangement: an arrangement read by other operators is
-        # a known engine defect (tests/api/test_arrange_reuse.py, strict xfails)
-        self.frames[-1].remove(arranged)
+        # (the arrangement stays available to later operators, which read it as a collection)
         j1 = self._join(arranged, first, pairs1)
         j2 = self._join(second, arranged, pairs2)
         return j1 if self.draw(st.booleans()) else self._concat_two(j1, j2)
