@@ -96,6 +96,22 @@ def test_cc(capsys: pytest.CaptureFixture[str]) -> None:
         )
 
 
+def test_demo(capsys: pytest.CaptureFixture[str]) -> None:
+    """The demo's benchmark: every step checked against NetworkX (it raises otherwise)."""
+    r = run_benchmark("demo", capsys)
+    assert r["quick"] and r["result_checked"] is True
+    assert r["first_window"]["components"] > 0 and len(r["steps"]) == 5
+    for s in r["steps"]:
+        assert s["entered"] + s["left"] > 0 and s["step_ms"] > 0 and s["recompute_ms"] > 0
+    check_summary(r["ddflow_step"], runs=5)
+    check_summary(r["networkx_recompute"], runs=5)
+    check_ratio(
+        r["recompute_over_step"],
+        r["networkx_recompute"]["median_ms"],
+        r["ddflow_step"]["median_ms"],
+    )
+
+
 def test_updates(capsys: pytest.CaptureFixture[str]) -> None:
     sizes = run_benchmark("updates", capsys)["sizes"]
     assert [s["records"] for s in sizes] == [10_000, 100_000]

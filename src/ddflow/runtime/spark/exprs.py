@@ -87,7 +87,7 @@ def arrow_type(spark_name: str) -> pa.DataType:
     """The Arrow type Spark exchanges for a Spark SQL type name.
 
     >>> arrow_type("bigint"), arrow_type("array<string>")
-    (DataType(int64), ListType(list<element: string>))
+    (DataType(int64), ListType(list<item: string>))
     """
     if spark_name.startswith("array<") and spark_name.endswith(">"):
         return pa.list_(arrow_type(spark_name[6:-1]))
