@@ -19,19 +19,8 @@ from ddflow.runtime.local import allocator as _allocator  # noqa: F401
 # isort: on
 
 from ddflow import graph, io
-from ddflow.api.collection import (
-    Agg,
-    Arranged,
-    Collection,
-    GroupBy,
-    arg_max,
-    count,
-    max,
-    mean,
-    min,
-    sum,
-    top_k,
-)
+from ddflow.api.aggregates import Agg, arg_max, count, max, mean, min, sum, top_k
+from ddflow.api.collection import Arranged, Collection, GroupBy
 from ddflow.api.dataflow import Dataflow, RunProgress
 from ddflow.api.inputs import InputCollection
 from ddflow.api.outputs import Output, Probe

@@ -70,10 +70,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from ddflow.api.aggregates import count as dd_count
+from ddflow.api.aggregates import min as dd_min
+from ddflow.api.aggregates import sum as dd_sum
 from ddflow.api.collection import Collection
-from ddflow.api.collection import count as dd_count
-from ddflow.api.collection import min as dd_min
-from ddflow.api.collection import sum as dd_sum
 from ddflow.errors import CallSite, GraphError, InputError, SchemaError, call_site
 from ddflow.expr.nodes import Expr, col, lit
 from ddflow.plan.nodes import Node
