@@ -330,31 +330,17 @@ class Collection:
 
     def distinct(self) -> Collection:
         """Each record with positive multiplicity, once."""
-        site = call_site()
-        _check_keys(self.schema, self.schema.names, site, "distinct")
-        return self._add(
-            "reduce",
-            [],
-            self.schema,
-            site,
-            kind="distinct",
-            keys=tuple(self.schema.names),
-            fn=None,
-        )
+        return self._by_record("distinct", None, call_site())
 
     def threshold(self, fn: Callable[[int], int]) -> Collection:
         """Each record with multiplicity ``fn(m)`` where ``m`` is its multiplicity here."""
-        site = call_site()
-        _check_keys(self.schema, self.schema.names, site, "threshold")
-        return self._add(
-            "reduce",
-            [],
-            self.schema,
-            site,
-            kind="threshold",
-            keys=tuple(self.schema.names),
-            fn=fn,
-        )
+        return self._by_record("threshold", fn, call_site())
+
+    def _by_record(self, kind: str, fn: Any, site: CallSite | None) -> Collection:
+        """A reduce whose key is the whole record (``distinct``, ``threshold``)."""
+        _check_keys(self.schema, self.schema.names, site, kind)
+        names = tuple(self.schema.names)
+        return self._add("reduce", [], self.schema, site, kind=kind, keys=names, fn=fn)
 
     # ------------------------------------------------------------------ loops
 
