@@ -20,6 +20,7 @@ BENCHMARKS = {
     "throughput": "benchmarks.throughput",
     "realdata": "benchmarks.realdata",
     "demo": "benchmarks.demo",
+    "workers": "benchmarks.workers",
 }
 
 

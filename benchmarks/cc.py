@@ -131,10 +131,12 @@ def change_edges(
     return seconds, pl.concat([_remove_once(live, gone), new])
 
 
-def build_cc(prioritized: bool = False) -> tuple[dd.Dataflow, dd.InputCollection, dd.Output]:
+def build_cc(
+    prioritized: bool = False, workers: int = 1
+) -> tuple[dd.Dataflow, dd.InputCollection, dd.Output]:
     """A flow maintaining connected components of an ``edges(src, dst)`` input: the flow, the
     input and the output of the labels (``node, label``)."""
-    flow = dd.Dataflow()
+    flow = dd.Dataflow(workers=workers)
     inp = flow.input("edges", schema={"src": "int64", "dst": "int64"})
     out = dd.graph.connected_components(inp, prioritized=prioritized).output()
     return flow, inp, out

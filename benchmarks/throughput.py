@@ -121,9 +121,11 @@ def recompute(orders: pl.DataFrame, customers: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def build_flow() -> tuple[dd.Dataflow, dd.InputCollection, dd.InputCollection, dd.Output]:
+def build_flow(
+    workers: int = 1,
+) -> tuple[dd.Dataflow, dd.InputCollection, dd.InputCollection, dd.Output]:
     """The maintained query: the flow, the orders and customers inputs, and the output."""
-    flow = dd.Dataflow()
+    flow = dd.Dataflow(workers=workers)
     orders = flow.input("orders", schema=ORDER_SCHEMA)
     customers = flow.input("customers", schema=CUSTOMER_SCHEMA)
     joined = orders.join(customers, on="customer")

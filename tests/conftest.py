@@ -134,3 +134,16 @@ hypothesis_settings.register_profile("long", max_examples=1000, derandomize=Fals
 def pytest_configure(config: pytest.Config) -> None:
     if config.getoption("hypothesis_profile", None) is None:
         hypothesis_settings.load_profile(HYPOTHESIS_PROFILE)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _reused_worker_processes() -> Iterator[None]:
+    """The suite builds hundreds of small dataflows with ``workers=2`` and ``3``: their worker
+    processes serve one after another (:func:`ddflow.runtime.workers.reuse_processes`) instead
+    of each costing a second to start; they are stopped when the session ends.
+    (tests/workers/test_processes.py turns this off where it checks that processes stop.)"""
+    from ddflow.runtime.workers import reuse_processes
+
+    reuse_processes(True)
+    yield
+    reuse_processes(False)

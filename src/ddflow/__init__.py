@@ -35,6 +35,7 @@ from ddflow.errors import (
     TimeError,
     TimelyError,
     UserFunctionError,
+    WorkerError,
 )
 from ddflow.expr.nodes import Expr, coalesce, col, concat_str, greatest, least, lit, when
 from ddflow.runtime.local.runtime import LocalRuntime
@@ -78,6 +79,7 @@ __all__ = [
     "TimelyError",
     "UserFunctionError",
     "Vertex",
+    "WorkerError",
     "arg_max",
     "coalesce",
     "col",

@@ -29,6 +29,7 @@ __all__ = [
     "TimeError",
     "TimelyError",
     "UserFunctionError",
+    "WorkerError",
     "call_site",
 ]
 
@@ -114,6 +115,12 @@ class UserFunctionError(DDFlowError, RuntimeError):
     function, a vertex's handler) raised inside ``run()``. The original exception is its
     ``__cause__``; ``site`` is the line that gave the function to ddflow. The dataflow has
     stopped (see :class:`DataflowFailedError`)."""
+
+
+class WorkerError(DDFlowError, RuntimeError):
+    """A worker process of a ``Dataflow(workers=...)`` died or could not start; the message
+    names the worker, its process id and how it ended (exit code, signal, its traceback). The
+    dataflow has stopped (see :class:`DataflowFailedError`)."""
 
 
 class DataflowFailedError(DDFlowError, RuntimeError):

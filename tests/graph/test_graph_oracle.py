@@ -35,6 +35,10 @@ Edge = tuple[int, ...]
 Step = tuple[list[Any], list[Edge]]
 
 
+#: the numbers of workers the main algorithms run on (every operator runs on 1, 2 and 3 in
+#: tests/semantics)
+WORKERS = [1, 2]
+
 #: multiply the number of examples, e.g. DDFLOW_GRAPH_EXAMPLES=10 for a long soak run
 EXAMPLES = float(os.environ.get("DDFLOW_GRAPH_EXAMPLES", "1"))
 
@@ -187,9 +191,10 @@ def nx_multi_source(edges: set[Edge], sources: dict[int, int]) -> set[tuple[int,
 # ---------------------------------------------------------------------- components
 
 
+@pytest.mark.parametrize("workers", WORKERS)
 @graph_settings(14)
 @given(edge_streams())
-def test_connected_components_matches_networkx(stream):
+def test_connected_components_matches_networkx(workers, stream):
     _, initial, steps = stream
     run_stream(
         lambda flow, e: dd.graph.connected_components(e),
@@ -198,12 +203,14 @@ def test_connected_components_matches_networkx(stream):
         steps,
         nx_components,
         reference_inputs=edges_only,
+        make_flow=lambda: dd.Dataflow(workers=workers),
     )
 
 
+@pytest.mark.parametrize("workers", WORKERS)
 @graph_settings(7)
 @given(edge_streams(nodes=(10, 30), epochs=(3, 6)))
-def test_prioritized_connected_components_matches_networkx(stream):
+def test_prioritized_connected_components_matches_networkx(workers, stream):
     _, initial, steps = stream
     run_stream(
         lambda flow, e: dd.graph.connected_components(e, prioritized=True),
@@ -212,6 +219,7 @@ def test_prioritized_connected_components_matches_networkx(stream):
         steps,
         nx_components,
         reference_inputs=edges_only,
+        make_flow=lambda: dd.Dataflow(workers=workers),
     )
 
 
@@ -306,9 +314,10 @@ def planted_cycle_streams(draw: st.DrawFn) -> tuple[int, list[Edge], list[Step]]
     return n, edges, steps
 
 
+@pytest.mark.parametrize("workers", WORKERS)
 @graph_settings(5)
 @given(planted_cycle_streams())
-def test_strongly_connected_components_match_networkx(stream):
+def test_strongly_connected_components_match_networkx(workers, stream):
     _, initial, steps = stream
     run_stream(
         lambda flow, e: dd.graph.strongly_connected_components(e),
@@ -317,6 +326,7 @@ def test_strongly_connected_components_match_networkx(stream):
         steps,
         nx_scc,
         reference_inputs=edges_only,
+        make_flow=lambda: dd.Dataflow(workers=workers),
     )
 
 
@@ -360,7 +370,7 @@ def distance_stream(draw: st.DrawFn, weights: bool, offsets: bool):
     return initial, steps, toggles
 
 
-def drive_distances(build, initial, steps, toggles, weights: bool, offsets: bool):
+def drive_distances(build, initial, steps, toggles, weights: bool, offsets: bool, workers: int = 1):
     sources_now: set[tuple[int, int]] = set()
     handle: dict[str, dd.InputCollection] = {}
 
@@ -393,7 +403,16 @@ def drive_distances(build, initial, steps, toggles, weights: bool, offsets: bool
         records = [s if offsets else (s[0],) for s in sources_now]
         return {"edges": Counter(present), "sources": Counter(dict.fromkeys(records, 1))}
 
-    run_stream(make, schema, initial, steps, oracle, before_epoch, reference_inputs=accumulated)
+    run_stream(
+        make,
+        schema,
+        initial,
+        steps,
+        oracle,
+        before_epoch,
+        make_flow=lambda: dd.Dataflow(workers=workers),
+        reference_inputs=accumulated,
+    )
 
 
 @graph_settings(8)
@@ -424,9 +443,10 @@ def test_shortest_paths_match_networkx_dijkstra_multi_source(data):
     )
 
 
+@pytest.mark.parametrize("workers", WORKERS)
 @graph_settings(5)
 @given(st.data())
-def test_prioritized_shortest_paths_with_source_offsets_match_networkx(data):
+def test_prioritized_shortest_paths_with_source_offsets_match_networkx(workers, data):
     initial, steps, toggles = distance_stream(data.draw, weights=True, offsets=True)
     drive_distances(
         lambda e, s: dd.graph.shortest_paths(e, s, prioritized=True),
@@ -435,6 +455,7 @@ def test_prioritized_shortest_paths_with_source_offsets_match_networkx(data):
         toggles,
         weights=True,
         offsets=True,
+        workers=workers,
     )
 
 
@@ -468,9 +489,10 @@ def reference_pagerank(
     return mass
 
 
+@pytest.mark.parametrize("workers", WORKERS)
 @graph_settings(5)
 @given(edge_streams(nodes=(10, 25), epochs=(3, 6)))
-def test_pagerank_equals_integer_reference_exactly(stream):
+def test_pagerank_equals_integer_reference_exactly(workers, stream):
     _, initial, steps = stream
     iterations = 8
 
@@ -485,6 +507,7 @@ def test_pagerank_equals_integer_reference_exactly(stream):
         steps,
         oracle,
         reference_inputs=edges_only,
+        make_flow=lambda: dd.Dataflow(workers=workers),
     )
 
 

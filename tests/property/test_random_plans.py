@@ -51,6 +51,12 @@ BUDGET = 60.0
 RUNTIMES: dict[str, Callable[[], dd.Dataflow]] = {
     "local": lambda: dd.Dataflow(),
     "local-columnar": lambda: dd.Dataflow(runtime=dd.LocalRuntime(small_batch_rows=0)),
+    "local-w2": lambda: dd.Dataflow(workers=2),
+    # (three workers in this process, one after another: the same routes and progress
+    # tracking, without a process's cost per step, which tests/semantics pays)
+    "local-w3": lambda: dd.Dataflow(
+        runtime=dd.LocalRuntime(small_batch_rows=0), workers=3, processes=False
+    ),
 }
 
 Stream = list[list[tuple[str, tuple[Any, ...], int]]]

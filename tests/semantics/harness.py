@@ -36,7 +36,7 @@ from ddflow.testing.budget import time_budget
 #: the runtimes of the semantics suite: every test runs on "local" (small batches held as rows)
 #: and "local-columnar" (the local runtime with every batch in Polars); the tests named in
 #: :data:`SPARK_SUBSET` run on "spark" too (see there)
-RUNTIMES: list[str] = ["local", "local-columnar", "spark"]
+RUNTIMES: list[str] = ["local", "local-columnar", "local-w2", "local-w3", "spark"]
 
 #: The semantics tests that also run on the Spark runtime: the worked streams, one per operator
 #: family (linear, join, reduce, loops, prioritized loops, null keys). A Spark step runs a
@@ -95,6 +95,8 @@ def make_flow(runtime: str) -> dd.Dataflow:
         return dd.Dataflow(runtime=dd.LocalRuntime(LARGE_DATA_PATHS))
     if runtime == "local-columnar":  # every batch in Polars: the columnar kernels alone
         return dd.Dataflow(runtime=dd.LocalRuntime(LARGE_DATA_PATHS, small_batch_rows=0))
+    if runtime.startswith("local-w"):  # several workers
+        return dd.Dataflow(runtime=dd.LocalRuntime(LARGE_DATA_PATHS), workers=int(runtime[7:]))
     if runtime == "spark":  # (tests/conftest.py fails the test first if Spark cannot run)
         from ddflow.runtime.spark.session import local_session
 

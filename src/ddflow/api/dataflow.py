@@ -23,9 +23,7 @@ Invariants:
 
 from __future__ import annotations
 
-import os
 import sys
-import sysconfig
 import time as _time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
@@ -45,6 +43,7 @@ from ddflow.errors import (
     call_site,
 )
 from ddflow.plan.build import build
+from ddflow.plan.failures import user_function_error
 from ddflow.plan.nodes import Node, Plan, Scope
 from ddflow.runtime.local.runtime import LocalRuntime
 from ddflow.schema import Schema
@@ -69,9 +68,17 @@ class Dataflow:
     {'word': ['a', 'b'], 'n': [2, 1], 'count': [1, 1]}
     """
 
-    def __init__(self, runtime: Any = None) -> None:
+    def __init__(self, runtime: Any = None, *, workers: int = 1, processes: bool = True) -> None:
         self.runtime = runtime if runtime is not None else LocalRuntime()
         self.kernels = self.runtime.kernels
+        #: how many workers split every keyed operator (see :mod:`ddflow.runtime.workers`)
+        self.workers = _check_workers(workers, self.kernels)
+        #: whether workers other than 0 are processes of their own (``False``: they all run
+        #: in this process, one after another, for debugging; the results are the same)
+        self.processes = bool(processes)
+        self._processes: Any = None
+        #: why the worker processes were stopped (``close``, ``with``), if they were
+        self._stopped: str | None = None
         self.plan = Plan()
         self.inputs: dict[str, InputCollection] = {}
         self.outputs: list[Output] = []
@@ -172,12 +179,47 @@ class Dataflow:
         self._epoch = epoch
 
     def close(self) -> None:
-        """Close every input: no more updates will come."""
+        """Close every input: no more updates will come. With worker processes, also run
+        what is left to do and stop them (the outputs stay readable)."""
         self._check_usable(call_site())
         for h in self.inputs.values():
             h.close()
+        if self._processes is not None and self._stopped is None:
+            self.run()
+            self._stop_workers("close")
+
+    def __enter__(self) -> Dataflow:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        """The end of a ``with`` block stops the worker processes (the outputs stay
+        readable)."""
+        self._stop_workers("with")
+
+    def _stop_workers(self, why: str) -> None:
+        if self._processes is not None and self._stopped is None:
+            self._stopped = why
+            self._processes.stop(failed=why == "failure")
 
     def _ensure_built(self) -> None:
+        if self._stopped == "with":
+            raise DataflowFailedError(
+                "this dataflow's worker processes were stopped at the end of its with block: "
+                "it cannot run again"
+            )
+        if self.worker is None and self.workers > 1 and self.processes:
+            from ddflow.runtime.workers import start_workers
+
+            self.plan.frozen = True
+            self.worker, self._processes = start_workers(
+                self.plan,
+                self.runtime.settings,
+                self.kernels,
+                self.inputs,
+                last_epoch=self.last_epoch,
+                loop_counts=self._loop_counts,
+                workers=self.workers,
+            )
         if self.worker is None:
             self.plan.frozen = True
             self.worker = build(
@@ -186,6 +228,7 @@ class Dataflow:
                 self.inputs,
                 last_epoch=self.last_epoch,
                 loop_counts=self._loop_counts,
+                workers=self.workers,
             )
 
     def run(
@@ -204,6 +247,8 @@ class Dataflow:
         if not every >= 0:
             raise ValueError(f"run(every=...) must be a number of seconds >= 0, got {every!r}")
         self._check_usable(call_site())
+        if self._stopped == "close":  # (everything was closed and run)
+            return
         self._ensure_built()
         for h in self.inputs.values():
             h._flush()
@@ -234,6 +279,8 @@ class Dataflow:
         """Run one operator activation; returns whether there was work (``while
         flow.step(): ...`` runs to the same point as ``run()``)."""
         self._check_usable(call_site())
+        if self._stopped == "close":
+            return False
         self._ensure_built()
         for h in self.inputs.values():
             h._flush()
@@ -259,8 +306,9 @@ class Dataflow:
         try:
             yield
         except BaseException as e:
-            error = _user_function_error(self, e)
+            error = user_function_error(self.plan, e)
             self.failure = error if error is not None else e
+            self._stop_workers("failure")
             if error is not None:
                 raise error from e
             raise
@@ -283,6 +331,17 @@ class Dataflow:
     def last_epoch(self) -> int:
         """The latest epoch any input reached (closed inputs included)."""
         return max([h.epoch for h in self.inputs.values()] or [0])
+
+
+def _check_workers(workers: Any, kernels: Any) -> int:
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        raise ValueError(f"Dataflow(workers=...) takes a number of workers >= 1, got {workers!r}")
+    if workers > 1 and not kernels.capabilities.partitions:
+        raise ValueError(
+            f"Dataflow(workers={workers}): the {kernels.name} runtime runs one worker; "
+            "use the embedded runtime (the default) for several"
+        )
+    return workers
 
 
 @dataclass(frozen=True)
@@ -338,71 +397,3 @@ def _describe_failure(failure: BaseException) -> str:
     if isinstance(failure, UserFunctionError):
         return str(failure)
     return f"run() was interrupted by {type(failure).__name__}: {failure}"
-
-
-_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-def _user_function_error(flow: Dataflow, error: BaseException) -> UserFunctionError | None:
-    """A :class:`UserFunctionError` for an exception that a user function raised inside an
-    operator step, or None if the exception did not come from user code (an interrupt, a
-    failure of ddflow itself).
-
-    The function is the first frame of the traceback outside the ddflow package (the
-    function ddflow called); the plan node whose function it is names the operator and the
-    line that gave it."""
-    if not isinstance(error, Exception) or isinstance(error, DDFlowError):
-        return None
-    tb = error.__traceback__
-    frame = None
-    while tb is not None:
-        filename = os.path.abspath(tb.tb_frame.f_code.co_filename)
-        if not filename.startswith(_PACKAGE_DIR + os.sep):
-            frame = tb.tb_frame
-            break
-        tb = tb.tb_next
-    if frame is None:
-        return None
-    code = frame.f_code
-    node = next((n for n in flow.plan.nodes if _runs_in(n, frame)), None)
-    if node is None and _in_library(frame):
-        return None  # a library ddflow calls (Polars, NumPy) failed: a failure of ddflow
-    what = f"the function {code.co_name}"
-    if node is not None:
-        what = (
-            f"the vertex {type(node.params['vertex']).__name__}.{code.co_name}"
-            if node.op == "vertex"
-            else f"the {_kind(node)} function {code.co_name}"
-        )
-    where = f"{code.co_filename}:{code.co_firstlineno}"
-    return UserFunctionError(
-        f"{what} (defined at {where}) raised {type(error).__name__}: {error}",
-        site=node.site if node is not None else None,
-    )
-
-
-_LIBRARY_DIRS = tuple(
-    os.path.abspath(p) + os.sep
-    for p in {sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib", "purelib", "platlib")}
-)
-
-
-def _in_library(frame: Any) -> bool:
-    """Whether ``frame`` runs code of an installed library or of the standard library."""
-    filename = os.path.abspath(frame.f_code.co_filename)
-    return filename.startswith(_LIBRARY_DIRS) or "site-packages" in filename
-
-
-def _runs_in(node: Node, frame: Any) -> bool:
-    """Whether ``frame`` runs the user code of ``node``: its function, or a method of its
-    vertex."""
-    if node.op == "vertex":
-        return frame.f_locals.get("self") is node.params["vertex"]
-    fn = node.params.get("fn")
-    fn = getattr(fn, "__wrapped__", fn)  # (the user's function, under ddflow's wrapper)
-    return fn is not None and getattr(fn, "__code__", None) is frame.f_code
-
-
-def _kind(node: Node) -> str:
-    kind = node.params.get("kind") if node.op == "reduce" else None
-    return {"reduce": "group_by().reduce", None: node.op}.get(kind, str(kind))

@@ -46,6 +46,7 @@ __all__ = [
     "DistinctSkips",
     "Kernels",
     "NativeFrames",
+    "Partitions",
     "ReduceReads",
     "RowBatches",
     "SpineReads",
@@ -69,7 +70,9 @@ class Capabilities:
     * ``distinct_skips``: the kernels are :class:`DistinctSkips`: a distinct can skip the keys
       whose new insertions change nothing;
     * ``native_frames``: the kernels are :class:`NativeFrames`: an input takes the runtime's
-      own frames (Spark DataFrames) without collecting them.
+      own frames (Spark DataFrames) without collecting them;
+    * ``partitions``: the kernels are :class:`Partitions`: a batch can be split by the
+      worker that owns each update's key (a dataflow over several workers).
 
     >>> Capabilities(small_tail=True).stepped_merges
     False
@@ -80,6 +83,7 @@ class Capabilities:
     row_batches: bool = False
     distinct_skips: bool = False
     native_frames: bool = False
+    partitions: bool = False
 
 
 class Kernels(Protocol):
@@ -233,6 +237,16 @@ class NativeFrames(Kernels, Protocol):
     def native_updates(self, frame: Any, schema: Any, diff: str | None, epoch: int) -> Batch:
         """The rows of ``frame`` as updates at ``epoch`` (with ``diff``: that column holds
         each row's change of multiplicity, else ``+1``)."""
+        ...
+
+
+class Partitions(Kernels, Protocol):
+    """Kernels that split a batch over workers (``partitions``)."""
+
+    def partition(self, batch: Batch, keys: Sequence[str], workers: int) -> list[tuple[int, Batch]]:
+        """The non-empty parts of ``batch`` by the worker (of ``workers``) that owns each
+        update's key columns ``keys``: every batch representation gives one key the same
+        worker, in every process."""
         ...
 
 

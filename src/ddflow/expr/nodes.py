@@ -153,6 +153,9 @@ class Expr:
     def __setattr__(self, name: str, value: Any) -> None:
         raise AttributeError("expressions are immutable")
 
+    def __reduce__(self) -> tuple[Any, ...]:  # (sent to worker processes)
+        return (type(self), (self.kind, self.args, self.params, self.site))
+
     # Operators --------------------------------------------------------------------------------
 
     def _binary(self, op: str, other: IntoExpr, reflected: bool = False) -> Expr:

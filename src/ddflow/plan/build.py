@@ -18,7 +18,7 @@ node becomes one operator, except:
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
 from ddflow.differential.batch import DIFF
 from ddflow.differential.operators.io import InputOp, OutputOp, ProbeOp
@@ -28,12 +28,14 @@ from ddflow.differential.operators.reduce import ReduceOp, ReduceSpec
 from ddflow.differential.operators.vertex import VertexOp
 from ddflow.plan.fusion import fused_nodes
 from ddflow.plan.nodes import Node
+from ddflow.timely.cluster import Cluster, Idle, Shard
+from ddflow.timely.lattice import EPOCHS
 from ddflow.timely.operator import Operator
 from ddflow.timely.progress import Summary
 from ddflow.timely.scheduler import Worker
 
 if TYPE_CHECKING:
-    from ddflow.differential.kernel import Kernels
+    from ddflow.differential.kernel import Kernels, Partitions
     from ddflow.differential.operators.io import InputSource
     from ddflow.plan.nodes import Plan
 
@@ -47,12 +49,46 @@ def build(
     *,
     last_epoch: Callable[[], int],
     loop_counts: dict[str, dict[tuple[int, ...], int]],
-) -> Worker:
+    workers: int = 1,
+) -> Worker | Cluster:
     """The operators of ``plan`` on the runtime whose kernels are ``kernels``, in a started
     worker. ``inputs``: the source of each input node, by name; ``last_epoch()``: the last
     epoch the inputs have closed (outputs release epochs up to it); ``loop_counts``: where
-    each loop's variable counts its updates per time (by loop name)."""
-    return _Builder(plan, kernels, inputs, last_epoch, loop_counts).build()
+    each loop's variable counts its updates per time (by loop name).
+
+    With ``workers`` > 1, a :class:`~ddflow.timely.cluster.Cluster` of that many workers in
+    this process, each with a copy of every operator, and exchanges before keyed operators
+    (see :func:`build_shard`)."""
+    if workers == 1:
+        worker = Worker()
+        _Builder(plan, kernels, inputs, last_epoch, loop_counts, worker).build()
+        worker.start()
+        return worker
+    cluster = Cluster(workers)
+    for shard in cluster.shards:
+        build_shard(plan, kernels, inputs, shard, last_epoch=last_epoch, loop_counts=loop_counts)
+    cluster.start()
+    return cluster
+
+
+def build_shard(
+    plan: Plan,
+    kernels: Kernels,
+    inputs: Mapping[str, InputSource],
+    shard: Shard,
+    *,
+    last_epoch: Callable[[], int],
+    loop_counts: dict[str, dict[tuple[int, ...], int]],
+) -> None:
+    """One worker's copy of the operators of ``plan`` (``shard``, one of the workers of a
+    :class:`~ddflow.timely.cluster.Cluster`; every worker gets the same operators at the
+    same indices). Routes: the inputs of an arrangement or a reduce are exchanged by its keys
+    (a fused function on the way is applied before, by the sender); the inputs of a
+    consolidation (a loop's feedback, ``consolidate``) by the whole record, so that the
+    updates of a record meet; pinned operators (inputs, outputs, probes, vertices) exist on
+    worker 0 alone and everything they read is gathered there. Stateless operators run where
+    their input is."""
+    _Builder(plan, kernels, inputs, last_epoch, loop_counts, shard).build()
 
 
 class _Fused(NamedTuple):
@@ -88,13 +124,18 @@ class _Builder:
         inputs: Mapping[str, InputSource],
         last_epoch: Callable[[], int],
         loop_counts: dict[str, dict[tuple[int, ...], int]],
+        worker: Worker | Shard,
     ) -> None:
         self.plan = plan
         self.k = kernels
         self.inputs = inputs
         self.last_epoch = last_epoch
         self.loop_counts = loop_counts
-        self.worker = Worker()
+        self.worker = worker
+        # with several workers: this worker's number (0 owns the pinned operators), and how
+        # many there are (1: a Worker alone, no routes)
+        self.shard = worker.index if isinstance(worker, Shard) else 0
+        self.workers = worker.cluster.workers if isinstance(worker, Shard) else 1
         # node id -> (operator, output port)
         self.ports: dict[int, tuple[Operator, int]] = {}
         self.arranged: dict[int, ArrangeOp] = {}
@@ -104,17 +145,54 @@ class _Builder:
         # the nodes applied by their one consumer (see ddflow.plan.fusion)
         self.fusion = fused_nodes(plan)
 
-    def build(self) -> Worker:
+    def build(self) -> None:
         for node in self.plan.nodes:
             getattr(self, f"_op_{node.op}")(node)
         # (a fused node has one consumer, and every node is built: each was taken up)
         assert not self.fused, f"fused nodes without an operator: {sorted(self.fused)}"
-        self.worker.start()
-        return self.worker
+
+    # ------------------------------------------------------------------ routes
+
+    def _exchange(self, keys: tuple[str, ...], fn: Any = None) -> Any:
+        """The route of an edge into an operator keyed by ``keys`` (None with one worker):
+        each update to the worker that owns its key, after ``fn`` (a fused function the
+        receiver would otherwise apply)."""
+        if self.workers == 1:
+            return None
+        k, workers = cast("Partitions", self.k), self.workers
+
+        def route(batch: Any) -> Any:
+            if fn is not None:
+                batch = fn(batch)
+                if batch is None or k.is_empty(batch):
+                    return ()
+            return k.partition(batch, keys, workers)
+
+        return route
+
+    def _gather(self) -> Any:
+        return None if self.workers == 1 else _to_first
+
+    def _pinned(self, make: Callable[[], Operator], inputs: Any, outputs: Any) -> Operator:
+        """An operator that runs on worker 0 alone: made there (``make()``), a placeholder
+        with its ports on the other workers."""
+        if self.shard == 0:
+            op = make()
+            op.pinned = self.workers > 1
+            return op
+        return Idle(inputs, outputs, None, "idle")
 
     # ------------------------------------------------------------------ helpers
 
-    def _add(self, op: Operator, node: Node | None, inputs: tuple[Node, ...] = ()) -> Operator:
+    def _add(
+        self,
+        op: Operator,
+        node: Node | None,
+        inputs: tuple[Node, ...] = (),
+        routes: Callable[[int], Any] | None = None,
+    ) -> Operator:
+        """Add ``op`` reading ``inputs`` (input ``i`` through the route ``routes(i)``, and
+        through the gather to worker 0 if ``op`` is pinned)."""
         sources = []
         chains: list[str] = []
         for i, n in enumerate(inputs):
@@ -131,7 +209,8 @@ class _Builder:
             op.name = f"{chains[0]}+{name}" if len(chains) == 1 else f"{name}({', '.join(chains)})"
         self.worker.add(op)  # (after any operator _port made for its inputs: upstream first)
         for i, (src, port) in enumerate(sources):
-            self.worker.connect(src, port, op, i)
+            route = self._gather() if op.pinned else None if routes is None else routes(i)
+            self._connect(src, port, op, i, route)
         if node is not None:
             self.ports[node.id] = (op, 0)
         return op
@@ -194,7 +273,7 @@ class _Builder:
             return self.arranged[node.id]
         arranger, sources, name = self._arranger(node, keys, prepare, sums, empty)
         op = ArrangeOp(node.scope.time_type, arranger)
-        self._add_reading(op, sources, name)
+        self._add_reading(op, sources, name, arranger)
         return op
 
     def _arranger(
@@ -223,31 +302,53 @@ class _Builder:
         return arranger, sources, None if fused is None else fused.name
 
     def _add_reading(
-        self, op: Operator, sources: list[tuple[Operator, int]], fused: str | None
+        self,
+        op: Operator,
+        sources: list[tuple[Operator, int]],
+        fused: str | None,
+        arranger: Arranger,
     ) -> None:
-        """Add ``op``, its inputs reading ``sources`` (named after the node it takes up)."""
+        """Add ``op``, its inputs reading ``sources`` (named after the node it takes up), the
+        inputs of ``arranger``: exchanged by its keys with several workers."""
         if fused is not None:
             op.kind = op.name
             op.name = f"{fused}+{op.name}"
         self.worker.add(op)
         for i, (src, port) in enumerate(sources):
+            route = None
+            if self.workers > 1:  # (the port's function is applied by the sender)
+                route = self._exchange(tuple(arranger.keys), arranger.fns[i])
+                arranger.fns[i] = None
+            self._connect(src, port, op, i, route)
+
+    def _connect(self, src: Operator, port: int, op: Operator, i: int, route: Any) -> None:
+        if route is None:
             self.worker.connect(src, port, op, i)
+        else:
+            self.worker.connect(src, port, op, i, route)  # type: ignore[call-arg]
 
     # ------------------------------------------------------------------ sources and sinks
 
     def _op_input(self, node: Node) -> None:
-        source = self.inputs[node.params["name"]]
-        op = InputOp(source)
-        source.attach(op)
-        self._add(op, node)
+        def make() -> Operator:
+            source = self.inputs[node.params["name"]]
+            op = InputOp(source)
+            source.attach(op)
+            return op
+
+        self._add(self._pinned(make, [], [EPOCHS]), node)
 
     def _op_output(self, node: Node) -> None:
-        sink = node.params["sink"]
-        self._add(OutputOp(self.k, sink._on_epoch, self.last_epoch), node, node.inputs)
+        op = self._pinned(
+            lambda: OutputOp(self.k, node.params["sink"]._on_epoch, self.last_epoch), [EPOCHS], []
+        )
+        self._add(op, node, node.inputs)
 
     def _op_probe(self, node: Node) -> None:
-        probe = node.params["probe"]
-        probe.op = self._add(ProbeOp(), node, node.inputs)
+        tt = node.scope.time_type
+        op = self._add(self._pinned(ProbeOp, [tt], []), node, node.inputs)
+        if self.shard == 0:
+            node.params["probe"].op = op
 
     # ------------------------------------------------------------------ linear
 
@@ -288,7 +389,16 @@ class _Builder:
         self._linear(node, self.k.negate)
 
     def _op_consolidate(self, node: Node) -> None:
-        self._add(ConsolidateOp("consolidate", node.scope.time_type, self.k, 1), node, node.inputs)
+        op = ConsolidateOp("consolidate", node.scope.time_type, self.k, 1)
+        self._add(op, node, node.inputs, self._by_record(node))
+
+    def _by_record(self, node: Node) -> Callable[[int], Any] | None:
+        """The routes into a consolidation: by the whole record, so that the updates of a
+        record meet on one worker and cancel (None with one worker)."""
+        if self.workers == 1:
+            return None
+        route = self._exchange(tuple(node.inputs[0].schema.names))
+        return lambda i: route
 
     def _op_inspect(self, node: Node) -> None:
         fn, tt, k = node.params["fn"], node.scope.time_type, self.k
@@ -320,7 +430,12 @@ class _Builder:
 
     def _op_vertex(self, node: Node) -> None:
         tt = node.scope.time_type
-        op = VertexOp(node.params["vertex"], tt, len(node.inputs), node.params["outputs"], self.k)
+        outputs = node.params["outputs"]
+        op = self._pinned(
+            lambda: VertexOp(node.params["vertex"], tt, len(node.inputs), outputs, self.k),
+            [tt] * len(node.inputs),
+            [tt] * len(outputs),
+        )
         self._add(op, node, node.inputs)
 
     # ------------------------------------------------------------------ loops
@@ -373,7 +488,7 @@ class _Builder:
             increment=True,
             limit=node.params["max_iterations"],
         )
-        self._add(op, None, node.inputs)
+        self._add(op, None, node.inputs, self._by_record(node))
         var_op, _ = self.ports[node.params["variable"].id]
         self.worker.connect(op, 0, var_op, 1)
 
@@ -429,8 +544,13 @@ class _Builder:
             src, spec.keys, prepare=prepare, sums=(DIFF, *spec.weights), empty=self._empty(src)
         )
         op = ReduceOp(tt, k, arranger, spec, self._empty(node))
-        self._add_reading(op, sources, name)
+        self._add_reading(op, sources, name, arranger)
         self.ports[node.id] = (op, 0)
+
+
+def _to_first(batch: Any) -> tuple[tuple[int, Any], ...]:
+    """The gather route: everything to worker 0."""
+    return ((0, batch),)
 
 
 def _spec(node: Node) -> ReduceSpec:

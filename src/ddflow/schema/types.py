@@ -258,6 +258,9 @@ class Schema(Mapping[str, DType]):
     def __setattr__(self, name: str, value: Any) -> None:
         raise AttributeError("Schema is immutable")
 
+    def __reduce__(self) -> tuple[Any, ...]:  # (sent to worker processes)
+        return (Schema, (self._columns,))
+
     @classmethod
     def from_polars(
         cls,

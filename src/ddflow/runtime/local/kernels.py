@@ -76,7 +76,11 @@ class LocalKernels:
 
     name = "local"
     capabilities = Capabilities(
-        stepped_merges=True, small_tail=True, row_batches=True, distinct_skips=True
+        stepped_merges=True,
+        small_tail=True,
+        row_batches=True,
+        distinct_skips=True,
+        partitions=True,
     )
 
     def __init__(self, settings: LocalSettings | None = None) -> None:
@@ -665,6 +669,25 @@ class LocalKernels:
 
     def height(self, batch: Any) -> int:
         return batch.height
+
+    def partition(self, batch: Any, keys: Sequence[str], workers: int) -> list[tuple[int, Any]]:
+        """The updates of ``batch`` by the worker that owns their key (the worker of each
+        key code, :func:`~ddflow.runtime.local.rows.owner`): non-empty parts only, equal for
+        rows and frames."""
+        if type(batch) is Rows:
+            return R.partition(batch, keys, workers)
+        if batch.height == 0:
+            return []
+        dest = R.owners(self.key_codes(batch, keys).to_numpy(), workers)
+        out = []
+        for w in range(workers):
+            mask = dest == w
+            n = int(mask.sum())
+            if n == batch.height:
+                return [(w, batch)]
+            if n:
+                out.append((w, batch.filter(pl.Series(mask))))
+        return out
 
     def drop_key(self, batch: Any) -> Any:
         if type(batch) is Rows:

@@ -379,6 +379,28 @@ def key_codes(b: Rows, keys: Sequence[str]) -> list[int]:
     return part.hash_rows(seed=0x5EED).reinterpret(signed=True).to_list()
 
 
+#: spreads key codes over workers (Fibonacci hashing: strided keys spread too)
+_SPREAD = 0x9E3779B97F4A7C15
+
+
+def owner(code: int, workers: int) -> int:
+    """The worker that owns a key code, of ``workers``: as :func:`owners` computes it."""
+    return ((((code & _MASK) * _SPREAD) & _MASK) >> 32) % workers
+
+
+def owners(codes: np.ndarray, workers: int) -> np.ndarray:
+    """:func:`owner` of every code (an int64 array), vectorized."""
+    return ((codes.view(np.uint64) * np.uint64(_SPREAD)) >> np.uint64(32)) % np.uint64(workers)
+
+
+def partition(b: Rows, keys: Sequence[str], workers: int) -> list[tuple[int, Rows]]:
+    """The rows of ``b`` by the worker that owns their key (non-empty parts only)."""
+    parts: list[list[tuple[Any, ...]]] = [[] for _ in range(workers)]
+    for r, c in zip(b.rows, key_codes(b, keys), strict=True):
+        parts[owner(c, workers)].append(r)
+    return [(w, b.like(p)) for w, p in enumerate(parts) if p]
+
+
 def arrange(b: Rows, keys: Sequence[str]) -> Rows:
     """Rows with ``__key`` (last), sorted by it."""
     if KEY in b.schema:
