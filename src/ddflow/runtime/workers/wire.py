@@ -29,22 +29,54 @@ _FRAME, _ROWS = 0, 1
 
 def encode_batch(batch: Any) -> tuple[int, bytes]:
     """A batch as Arrow IPC bytes, with its form."""
-    form = _ROWS if type(batch) is Rows else _FRAME
-    table = (batch.to_frame() if form == _ROWS else batch).to_arrow()
+    if type(batch) is Rows:
+        schema = _arrow_schema(batch.schema)
+        columns = list(zip(*batch.rows, strict=True)) if batch.rows else [()] * len(schema)
+        arrays = [pa.array(c, type=f.type) for c, f in zip(columns, schema, strict=True)]
+        table: Any = pa.RecordBatch.from_arrays(arrays, schema=schema)
+        form = _ROWS
+    else:
+        table, form = batch.to_arrow(), _FRAME
     sink = pa.BufferOutputStream()
     with pa.ipc.new_stream(sink, table.schema) as writer:
-        writer.write_table(table)
+        writer.write(table)
     return form, sink.getvalue().to_pybytes()
 
 
 def decode_batch(data: tuple[int, bytes]) -> Any:
     """The batch :func:`encode_batch` encoded."""
     form, payload = data
-    frame = pl.from_arrow(pa.ipc.open_stream(payload).read_all())
-    assert isinstance(frame, pl.DataFrame)
+    table = pa.ipc.open_stream(payload).read_all()
     if form == _ROWS:
-        return Rows(dict(frame.schema), frame.rows())
+        schema = _polars_schema(table.schema)
+        columns = [c.to_pylist() for c in table.columns]
+        return Rows(schema, list(zip(*columns, strict=True)) if table.num_rows else [])
+    frame = pl.from_arrow(table)
+    assert isinstance(frame, pl.DataFrame)
     return frame
+
+
+#: the Arrow schema of a Polars schema, and back (a few schemas, asked for at every message)
+_TO_ARROW: dict[tuple[tuple[str, Any], ...], pa.Schema] = {}
+_TO_POLARS: dict[pa.Schema, dict[str, Any]] = {}
+
+
+def _arrow_schema(schema: dict[str, Any]) -> pa.Schema:
+    key = tuple(schema.items())
+    got = _TO_ARROW.get(key)
+    if got is None:
+        got = pl.DataFrame(schema=schema).to_arrow().schema
+        _TO_ARROW[key] = got
+        _TO_POLARS[got] = dict(schema)
+    return got
+
+
+def _polars_schema(schema: pa.Schema) -> dict[str, Any]:
+    got = _TO_POLARS.get(schema)
+    if got is None:
+        got = dict(pl.from_arrow(schema.empty_table()).schema)  # type: ignore[union-attr]
+        _TO_POLARS[schema] = got
+    return got
 
 
 def encode(kind: str, *fields: Any, batches: list[tuple[Any, ...]] = ()) -> bytes:  # type: ignore[assignment]
