@@ -36,8 +36,16 @@ Step = tuple[list[Any], list[Edge]]
 
 
 #: the numbers of workers the main algorithms run on (every operator runs on 1, 2 and 3 in
-#: tests/semantics)
+#: tests/semantics); "2p": two workers in processes, 2: two workers in this process (the same
+#: routes and progress tracking, without a round trip per step)
 WORKERS = [1, 2]
+
+
+def make_flow(workers: int | str) -> dd.Dataflow:
+    if workers == "2p":
+        return dd.Dataflow(workers=2)
+    return dd.Dataflow(workers=int(workers), processes=False)
+
 
 #: multiply the number of examples, e.g. DDFLOW_GRAPH_EXAMPLES=10 for a long soak run
 EXAMPLES = float(os.environ.get("DDFLOW_GRAPH_EXAMPLES", "1"))
@@ -191,7 +199,7 @@ def nx_multi_source(edges: set[Edge], sources: dict[int, int]) -> set[tuple[int,
 # ---------------------------------------------------------------------- components
 
 
-@pytest.mark.parametrize("workers", WORKERS)
+@pytest.mark.parametrize("workers", [1, "2p"])
 @graph_settings(14)
 @given(edge_streams())
 def test_connected_components_matches_networkx(workers, stream):
@@ -203,7 +211,7 @@ def test_connected_components_matches_networkx(workers, stream):
         steps,
         nx_components,
         reference_inputs=edges_only,
-        make_flow=lambda: dd.Dataflow(workers=workers),
+        make_flow=lambda: make_flow(workers),
     )
 
 
@@ -219,7 +227,7 @@ def test_prioritized_connected_components_matches_networkx(workers, stream):
         steps,
         nx_components,
         reference_inputs=edges_only,
-        make_flow=lambda: dd.Dataflow(workers=workers),
+        make_flow=lambda: make_flow(workers),
     )
 
 
@@ -314,7 +322,7 @@ def planted_cycle_streams(draw: st.DrawFn) -> tuple[int, list[Edge], list[Step]]
     return n, edges, steps
 
 
-@pytest.mark.parametrize("workers", WORKERS)
+@pytest.mark.parametrize("workers", [1, "2p"])
 @graph_settings(5)
 @given(planted_cycle_streams())
 def test_strongly_connected_components_match_networkx(workers, stream):
@@ -326,7 +334,7 @@ def test_strongly_connected_components_match_networkx(workers, stream):
         steps,
         nx_scc,
         reference_inputs=edges_only,
-        make_flow=lambda: dd.Dataflow(workers=workers),
+        make_flow=lambda: make_flow(workers),
     )
 
 
@@ -410,7 +418,7 @@ def drive_distances(build, initial, steps, toggles, weights: bool, offsets: bool
         steps,
         oracle,
         before_epoch,
-        make_flow=lambda: dd.Dataflow(workers=workers),
+        make_flow=lambda: make_flow(workers),
         reference_inputs=accumulated,
     )
 
@@ -507,7 +515,7 @@ def test_pagerank_equals_integer_reference_exactly(workers, stream):
         steps,
         oracle,
         reference_inputs=edges_only,
-        make_flow=lambda: dd.Dataflow(workers=workers),
+        make_flow=lambda: make_flow(workers),
     )
 
 

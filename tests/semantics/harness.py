@@ -95,8 +95,12 @@ def make_flow(runtime: str) -> dd.Dataflow:
         return dd.Dataflow(runtime=dd.LocalRuntime(LARGE_DATA_PATHS))
     if runtime == "local-columnar":  # every batch in Polars: the columnar kernels alone
         return dd.Dataflow(runtime=dd.LocalRuntime(LARGE_DATA_PATHS, small_batch_rows=0))
-    if runtime.startswith("local-w"):  # several workers
-        return dd.Dataflow(runtime=dd.LocalRuntime(LARGE_DATA_PATHS), workers=int(runtime[7:]))
+    if runtime == "local-w2":  # two workers: worker 1 a process of its own
+        return dd.Dataflow(runtime=dd.LocalRuntime(LARGE_DATA_PATHS), workers=2)
+    if runtime == "local-w3":  # three workers, run one after another in this process: the
+        # same routes and progress tracking as processes, without a round trip per step (the
+        # suite runs on two cores, where three processes per test would crowd them)
+        return dd.Dataflow(runtime=dd.LocalRuntime(LARGE_DATA_PATHS), workers=3, processes=False)
     if runtime == "spark":  # (tests/conftest.py fails the test first if Spark cannot run)
         from ddflow.runtime.spark.session import local_session
 
