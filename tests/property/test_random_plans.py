@@ -51,9 +51,10 @@ BUDGET = 60.0
 RUNTIMES: dict[str, Callable[[], dd.Dataflow]] = {
     "local": lambda: dd.Dataflow(),
     "local-columnar": lambda: dd.Dataflow(runtime=dd.LocalRuntime(small_batch_rows=0)),
-    "local-w2": lambda: dd.Dataflow(workers=2),
-    # (three workers in this process, one after another: the same routes and progress
-    # tracking, without a process's cost per step, which tests/semantics pays)
+    # (several workers in this process, one after another: the routes and progress tracking
+    # of worker processes, without a round trip at each step; the processes themselves run
+    # test_random_loops_on_worker_processes)
+    "local-w2": lambda: dd.Dataflow(workers=2, processes=False),
     "local-w3": lambda: dd.Dataflow(
         runtime=dd.LocalRuntime(small_batch_rows=0), workers=3, processes=False
     ),
@@ -223,6 +224,18 @@ def test_random_loops_match_reference(data):
     want = expected(plan, stream)
     for runtime, make_flow in RUNTIMES.items():
         check(plan, stream, points, runtime, make_flow, want)
+
+
+@settings(max_examples=25 * SCALE)
+@given(data=st.data())
+def test_random_loops_on_worker_processes(data):
+    """Plans with at least one loop on two workers, worker 1 a process of its own."""
+    plan = data.draw(plans(max_ops=4 if not LONG else 6, min_loops=1), label="plan")
+    stream, points = data.draw(
+        plan.streams_and_run_points(EPOCHS, UPDATES), label="stream, run points"
+    )
+    want = expected(plan, stream)
+    check(plan, stream, points, "workers", lambda: dd.Dataflow(workers=2), want)
 
 
 @pytest.mark.spark

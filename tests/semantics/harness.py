@@ -33,10 +33,12 @@ from ddflow.runtime.local.settings import (
 from ddflow.testing import frame_to_counter, reference
 from ddflow.testing.budget import time_budget
 
-#: the runtimes of the semantics suite: every test runs on "local" (small batches held as rows)
-#: and "local-columnar" (the local runtime with every batch in Polars); the tests named in
-#: :data:`SPARK_SUBSET` run on "spark" too (see there)
-RUNTIMES: list[str] = ["local", "local-columnar", "local-w2", "local-w3", "spark"]
+#: the runtimes of the semantics suite: every test runs on "local" (small batches held as rows),
+#: "local-columnar" (the local runtime with every batch in Polars), "local-w2" and "local-w3"
+#: (two and three workers, in this process); the tests named in :data:`PROCESS_SUBSET` run on
+#: "workers" (two workers, one a process of its own) and those in :data:`SPARK_SUBSET` on
+#: "spark" too
+RUNTIMES: list[str] = ["local", "local-columnar", "local-w2", "local-w3", "workers", "spark"]
 
 #: The semantics tests that also run on the Spark runtime: the worked streams, one per operator
 #: family (linear, join, reduce, loops, prioritized loops, null keys). A Spark step runs a
@@ -67,6 +69,15 @@ SPARK_SUBSET: frozenset[str] = frozenset(
     }
 )
 
+#: The semantics tests that also run on worker processes ("workers"): the worked streams of
+#: :data:`SPARK_SUBSET` and the nested loops' (a step there is a round trip between processes,
+#: so the Hypothesis properties, with hundreds of streams each, run their workers in one process:
+#: "local-w2", "local-w3"; tests/property runs random plans on processes)
+PROCESS_SUBSET: frozenset[str] = SPARK_SUBSET | {
+    "test_nested_loops_stream_table",
+    "test_max_iterations_applies_the_body_k_times",
+}
+
 Update = tuple[str, tuple[Any, ...], int]
 Stream = Sequence[Sequence[Update]]
 Build = Callable[
@@ -95,12 +106,15 @@ def make_flow(runtime: str) -> dd.Dataflow:
         return dd.Dataflow(runtime=dd.LocalRuntime(LARGE_DATA_PATHS))
     if runtime == "local-columnar":  # every batch in Polars: the columnar kernels alone
         return dd.Dataflow(runtime=dd.LocalRuntime(LARGE_DATA_PATHS, small_batch_rows=0))
-    if runtime == "local-w2":  # two workers: worker 1 a process of its own
+    if runtime == "workers":  # two workers, worker 1 a process of its own
         return dd.Dataflow(runtime=dd.LocalRuntime(LARGE_DATA_PATHS), workers=2)
-    if runtime == "local-w3":  # three workers, run one after another in this process: the
-        # same routes and progress tracking as processes, without a round trip per step (the
-        # suite runs on two cores, where three processes per test would crowd them)
-        return dd.Dataflow(runtime=dd.LocalRuntime(LARGE_DATA_PATHS), workers=3, processes=False)
+    if runtime.startswith("local-w"):  # two or three workers run one after another in this
+        # process: the routes and progress tracking of "workers", without a process's round
+        # trip at each operator step
+        workers = int(runtime[len("local-w") :])
+        return dd.Dataflow(
+            runtime=dd.LocalRuntime(LARGE_DATA_PATHS), workers=workers, processes=False
+        )
     if runtime == "spark":  # (tests/conftest.py fails the test first if Spark cannot run)
         from ddflow.runtime.spark.session import local_session
 

@@ -1,8 +1,8 @@
 """Worker processes: their lifecycle, their failures, and what travels between them.
 
 The results of every operator on 2 and 3 workers are checked against the reference in
-tests/semantics (runtimes ``local-w2``, ``local-w3``) and tests/property; these tests check
-what only processes can get wrong: a worker that dies, a user function that raises in a worker,
+tests/semantics (runtimes ``local-w2``, ``local-w3`` in one process, ``workers`` in two) and
+tests/property; these tests check what only processes can get wrong: a worker that dies, a user function that raises in a worker,
 a function that cannot be sent, no process left behind, and batches that cross intact.
 """
 
