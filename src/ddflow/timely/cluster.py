@@ -34,6 +34,7 @@ from typing import Any
 from ddflow.timely.lattice import Time, TimeType
 from ddflow.timely.operator import Operator
 from ddflow.timely.progress import ProgressGraph, Summary, Tracker
+from ddflow.timely.scheduler import propagate_before
 
 __all__ = [
     "Cluster",
@@ -86,18 +87,16 @@ class LoggedTracker(Tracker):
         self.origin = 0
 
     def update_source(self, node: int, port: int, time: Sequence[int], delta: int) -> None:
-        if delta:
-            t = tuple(time)
-            loc = self._location[("s", node, port)]
-            self._pending.append((loc, t, delta))
-            self.log.append((loc, t, delta, self.origin))
+        self._change("s", node, port, time, delta)
 
     def update_target(self, node: int, port: int, time: Sequence[int], delta: int) -> None:
+        self._change("t", node, port, time, delta)
+
+    def _change(self, kind: str, node: int, port: int, time: Sequence[int], delta: int) -> None:
         if delta:
-            t = tuple(time)
-            loc = self._location[("t", node, port)]
-            self._pending.append((loc, t, delta))
-            self.log.append((loc, t, delta, self.origin))
+            change = (self._location[(kind, node, port)], tuple(time), delta)
+            self._pending.append(change)
+            self.log.append((*change, self.origin))
 
     def apply(self, changes: Sequence[tuple[int, Time, int]], origin: int) -> None:
         """Count changes a worker made (its replica's :meth:`ReplicaTracker.take`)."""
@@ -130,14 +129,14 @@ class ReplicaTracker(Tracker):
         self.changes: list[tuple[int, Time, int]] = []
 
     def update_source(self, node: int, port: int, time: Sequence[int], delta: int) -> None:
-        if delta:
-            change = (self._location[("s", node, port)], tuple(time), delta)
-            self._pending.append(change)
-            self.changes.append(change)
+        self._change("s", node, port, time, delta)
 
     def update_target(self, node: int, port: int, time: Sequence[int], delta: int) -> None:
+        self._change("t", node, port, time, delta)
+
+    def _change(self, kind: str, node: int, port: int, time: Sequence[int], delta: int) -> None:
         if delta:
-            change = (self._location[("t", node, port)], tuple(time), delta)
+            change = (self._location[(kind, node, port)], tuple(time), delta)
             self._pending.append(change)
             self.changes.append(change)
 
@@ -368,11 +367,7 @@ class Cluster:
         """As :meth:`~ddflow.timely.scheduler.Worker._step`, on every waiting worker."""
         if defer:
             after = self.operators[self._active[0]] if self._active else None
-            if after is None or (after.watches_frontier and not after.frontier_on_demand):
-                for n in self.tracker.propagate():
-                    self.activate_all(n)
-            elif after.watches_frontier:
-                self.tracker.count_pending()
+            propagate_before(self.tracker, after, self.activate_all)
         if not self._active:
             return False
         index = heapq.heappop(self._active)

@@ -29,7 +29,20 @@ from ddflow.timely.lattice import Time
 from ddflow.timely.operator import Operator
 from ddflow.timely.progress import ProgressGraph, Tracker
 
-__all__ = ["Worker"]
+__all__ = ["Worker", "propagate_before"]
+
+
+def propagate_before(tracker: Any, after: Operator | None, activate: Callable[[int], None]) -> None:
+    """Bring the frontiers up to date before ``after`` runs (None: before going idle), as far
+    as it needs them (see :meth:`Worker._step`): pushed to every target before an operator that
+    reads frontiers kept up to date, or when none is to run; only counted before one whose
+    frontiers are all computed on demand (a join); left pending before one that reads none.
+    Operators whose frontiers moved are activated."""
+    if after is None or (after.watches_frontier and not after.frontier_on_demand):
+        for n in tracker.propagate():
+            activate(n)
+    elif after.watches_frontier:  # (on demand: its frontiers read only the counts)
+        tracker.count_pending()
 
 
 class Worker:
@@ -133,11 +146,7 @@ class Worker:
         it and taken by it then cancels too."""
         if defer:
             after = self.operators[self._active[0]] if self._active else None
-            if after is None or (after.watches_frontier and not after.frontier_on_demand):
-                for n in self.tracker.propagate():
-                    self.activate(n)
-            elif after.watches_frontier:  # (on demand: its frontiers read only the counts)
-                self.tracker.count_pending()
+            propagate_before(self.tracker, after, self.activate)
         if not self._active:
             return False
         index = heapq.heappop(self._active)

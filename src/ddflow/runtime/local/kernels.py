@@ -49,7 +49,7 @@ from ddflow.runtime.local.columnar import (
 )
 from ddflow.runtime.local.exprs import Overflow, row_builder
 from ddflow.runtime.local.reads import CachedReads
-from ddflow.runtime.local.rows import Batch, Rows, as_rows, frame
+from ddflow.runtime.local.rows import Batch, Rows, as_rows, frame, partition_frame
 from ddflow.runtime.local.settings import LocalSettings
 from ddflow.timely.lattice import Time, TimeType
 
@@ -676,18 +676,7 @@ class LocalKernels:
         rows and frames."""
         if type(batch) is Rows:
             return R.partition(batch, keys, workers)
-        if batch.height == 0:
-            return []
-        dest = R.owners(self.key_codes(batch, keys).to_numpy(), workers)
-        out = []
-        for w in range(workers):
-            mask = dest == w
-            n = int(mask.sum())
-            if n == batch.height:
-                return [(w, batch)]
-            if n:
-                out.append((w, batch.filter(pl.Series(mask))))
-        return out
+        return partition_frame(batch, self.key_codes(batch, keys), workers)
 
     def drop_key(self, batch: Any) -> Any:
         if type(batch) is Rows:

@@ -401,6 +401,23 @@ def partition(b: Rows, keys: Sequence[str], workers: int) -> list[tuple[int, Row
     return [(w, b.like(p)) for w, p in enumerate(parts) if p]
 
 
+def partition_frame(f: pl.DataFrame, codes: pl.Series, workers: int) -> list[tuple[int, Any]]:
+    """The rows of a frame by the worker that owns their key ``codes`` (as :func:`partition`
+    does for rows)."""
+    if f.height == 0:
+        return []
+    dest = owners(codes.to_numpy(), workers)
+    out = []
+    for w in range(workers):
+        mask = dest == w
+        n = int(mask.sum())
+        if n == f.height:
+            return [(w, f)]
+        if n:
+            out.append((w, f.filter(pl.Series(mask))))
+    return out
+
+
 def arrange(b: Rows, keys: Sequence[str]) -> Rows:
     """Rows with ``__key`` (last), sorted by it."""
     if KEY in b.schema:
