@@ -2,14 +2,17 @@
 
 The results of every operator on 2 and 3 workers are checked against the reference in
 tests/semantics (runtimes ``local-w2``, ``local-w3`` in one process, ``workers`` in two) and
-tests/property; these tests check what only processes can get wrong: a worker that dies, a user function that raises in a worker,
-a function that cannot be sent, no process left behind, and batches that cross intact.
+tests/property; these tests check what only processes can get wrong: a worker that dies, a
+user function that raises in a worker, a function that cannot be sent, no process left behind,
+and batches that cross intact.
 """
 
 from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
 import threading
 import time
 
@@ -102,6 +105,16 @@ def test_close_runs_what_is_left_then_stops_the_workers():
     flow.run()  # (nothing left: no error)
 
 
+def test_workers_told_to_stop_exit_cleanly():
+    flow, words, _ = counting_flow()
+    words.insert([("x", 2)])
+    flow.advance_to(1)
+    flow.run()
+    procs = list(flow._processes.procs)
+    flow.close()
+    assert [p.returncode for p in procs] == [0]  # (not 1: a stop is no crash)
+
+
 def test_a_worker_killed_mid_run_makes_run_raise_naming_it():
     flow = dd.Dataflow(workers=2)
     edges = flow.input("edges", schema={"src": "int64", "dst": "int64"})
@@ -173,6 +186,30 @@ def test_batches_cross_intact_rows_and_frames():
     rows = R.Rows({"k": pl.Int64, "__t0": pl.Int64, "__diff": pl.Int64}, [(1, 0, 1), (None, 0, -1)])
     ((*_, back),) = decode(encode("run", batches=[(0, 0, (0,), rows)]))[2]
     assert type(back) is R.Rows and back.rows == rows.rows and back.schema == rows.schema
+    mixed = R.Rows(
+        {"s": pl.String, "f": pl.Float64, "b": pl.Boolean, "__diff": pl.Int64},
+        [("ü", 2, True, 1), (None, None, None, -1), ("", 0.5, False, 3)],
+    )
+    ((*_, back),) = decode(encode("run", batches=[(0, 0, (0,), mixed)]))[2]
+    assert back.rows == [("ü", 2.0, True, 1), (None, None, None, -1), ("", 0.5, False, 3)]
+    assert back.schema == mixed.schema
+
+
+def test_batches_cross_without_importing_pandas():
+    """(Arrow's conversion of Python values imports pandas: a second added to every worker's
+    start and to the coordinator's first exchange.)"""
+    code = (
+        "import sys, polars as pl\n"
+        "from ddflow.runtime.local.rows import Rows\n"
+        "from ddflow.runtime.workers.wire import decode, encode\n"
+        "rows = Rows({'k': pl.Int64, 's': pl.String}, [(1, 'a'), (None, None)])\n"
+        "frame = pl.DataFrame({'k': [1, 2]})\n"
+        "decode(encode('run', batches=[(0, 0, (0,), rows), (0, 0, (0,), frame)]))\n"
+        "print('pandas' in sys.modules)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "False"
 
 
 @pytest.mark.parametrize("workers", [2, 3, 5])

@@ -106,7 +106,8 @@ def main(fd: int) -> None:
             kind, fields, _ = decode(conn.recv_bytes())
             if kind == "stop":
                 return
-            serve(conn, *fields)
+            if not serve(conn, *fields):
+                return
     except EOFError:  # (the coordinator has gone)
         return
     except BaseException:
@@ -120,8 +121,9 @@ def main(fd: int) -> None:
 
 def serve(
     conn: Connection, plan_bytes: bytes, settings_bytes: bytes, index: int, workers: int
-) -> None:
-    """Be worker ``index`` of ``workers`` of one dataflow, until it is released."""
+) -> bool:
+    """Be worker ``index`` of ``workers`` of one dataflow, until it is released (then
+    return True: wait for another plan) or told to stop (False)."""
     plan = land(plan_bytes)
     kernels = LocalKernels(pickle.loads(settings_bytes))
     worker = _Worker(index, workers)
@@ -132,9 +134,9 @@ def serve(
     while True:
         kind, fields, messages = decode(conn.recv_bytes())
         if kind == "release":
-            return
+            return True
         if kind == "stop":
-            raise SystemExit(0)
+            return False
         op, sync = fields
         try:
             worker.run(op, sync, messages)

@@ -29,11 +29,10 @@ _FRAME, _ROWS = 0, 1
 
 def encode_batch(batch: Any) -> tuple[int, bytes]:
     """A batch as Arrow IPC bytes, with its form."""
-    if type(batch) is Rows:
-        schema = _arrow_schema(batch.schema)
-        columns = list(zip(*batch.rows, strict=True)) if batch.rows else [()] * len(schema)
-        arrays = [pa.array(c, type=f.type) for c, f in zip(columns, schema, strict=True)]
-        table: Any = pa.RecordBatch.from_arrays(arrays, schema=schema)
+    if type(batch) is Rows:  # (through Polars: Arrow's own conversion of Python values
+        # imports pandas, a second's start in every process)
+        rows = pl.DataFrame(batch.rows, schema=batch.schema, orient="row", strict=False)
+        table: Any = rows.to_arrow()
         form = _ROWS
     else:
         table, form = batch.to_arrow(), _FRAME
@@ -56,25 +55,16 @@ def decode_batch(data: tuple[int, bytes]) -> Any:
     return frame
 
 
-#: the Arrow schema of a Polars schema, and back (a few schemas, asked for at every message)
-_TO_ARROW: dict[tuple[tuple[str, Any], ...], pa.Schema] = {}
+#: the Polars schema of an Arrow schema (a few schemas, asked for at every message)
 _TO_POLARS: dict[pa.Schema, dict[str, Any]] = {}
-
-
-def _arrow_schema(schema: dict[str, Any]) -> pa.Schema:
-    key = tuple(schema.items())
-    got = _TO_ARROW.get(key)
-    if got is None:
-        got = pl.DataFrame(schema=schema).to_arrow().schema
-        _TO_ARROW[key] = got
-        _TO_POLARS[got] = dict(schema)
-    return got
 
 
 def _polars_schema(schema: pa.Schema) -> dict[str, Any]:
     got = _TO_POLARS.get(schema)
     if got is None:
-        got = dict(pl.from_arrow(schema.empty_table()).schema)  # type: ignore[union-attr]
+        # (an empty table built from no batches: ``schema.empty_table()`` imports pandas)
+        empty = pa.Table.from_batches([], schema=schema)
+        got = dict(pl.from_arrow(empty).schema)  # type: ignore[union-attr]
         _TO_POLARS[schema] = got
     return got
 
