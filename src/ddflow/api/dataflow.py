@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import sys
 import time as _time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -124,9 +124,15 @@ class Dataflow:
         vertex: Vertex,
         inputs: Iterable[Collection],
         outputs: Iterable[Mapping[str, Any] | Schema],
+        key: str | Sequence[str] | None = None,
     ) -> tuple[Collection, ...]:
         """Add a timely vertex (:class:`ddflow.Vertex`) reading ``inputs``; returns one
-        collection per output schema."""
+        collection per output schema.
+
+        ``key``: columns every input has. With several workers, a vertex with a key runs on
+        every worker, each with its own copy of ``vertex`` that receives only the updates
+        whose key that worker owns (the object given is worker 0's copy); a vertex without
+        one runs on worker 0 alone and receives everything."""
         from ddflow.api.collection import _align
 
         site = call_site()
@@ -136,13 +142,27 @@ class Dataflow:
         if not isinstance(vertex, Vertex):
             raise GraphError(f"{vertex!r} is not a ddflow.Vertex", site=site)
         nodes = _align(ins, site)
+        keys = (key,) if isinstance(key, str) else None if key is None else tuple(key)
+        if keys is not None:
+            if not keys or not all(isinstance(c, str) for c in keys):
+                raise GraphError(
+                    f"a vertex's key is a column name or a list of them, got {key!r}", site=site
+                )
+            for i, n in enumerate(nodes):
+                missing = [c for c in keys if c not in n.schema.names]
+                if missing:
+                    raise GraphError(
+                        f"the vertex's key {list(keys)} is not in input {i}: it has no column "
+                        f"{missing[0]!r} (its columns: {list(n.schema.names)})",
+                        site=site,
+                    )
         schemas = [o if isinstance(o, Schema) else Schema(o) for o in outputs]
         v = self.plan.add(
             "vertex",
             tuple(nodes),
             schemas[0],
             nodes[0].scope,
-            {"vertex": vertex, "outputs": tuple(schemas)},
+            {"vertex": vertex, "outputs": tuple(schemas), "key": keys},
             site,
         )
         return tuple(

@@ -17,6 +17,7 @@ node becomes one operator, except:
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
@@ -143,7 +144,7 @@ class _Builder:
         self.fused: dict[int, _Fused] = {}
         # node id -> how many inputs of other nodes read it
         # the nodes applied by their one consumer (see ddflow.plan.fusion)
-        self.fusion = fused_nodes(plan)
+        self.fusion = fused_nodes(plan, self.workers)
 
     def build(self) -> None:
         for node in self.plan.nodes:
@@ -401,8 +402,19 @@ class _Builder:
         return lambda i: route
 
     def _op_inspect(self, node: Node) -> None:
-        fn, tt, k = node.params["fn"], node.scope.time_type, self.k
+        tt, k = node.scope.time_type, self.k
         names = list(node.schema.names)
+        if self.workers > 1:  # (on worker 0, where the user's function lives: see
+            # ddflow.plan.fusion, which leaves it unfused)
+            fn: Any = node.params.get("fn")  # (not sent to worker processes)
+            op = self._pinned(
+                lambda: Linear("inspect", [tt], tt, [lambda b: k.inspect(b, fn, names, tt)], k),
+                [tt],
+                [tt],
+            )
+            self._add(op, node, node.inputs)
+            return
+        fn = node.params["fn"]
         self._linear(node, lambda b: k.inspect(b, fn, names, tt))
 
     def _op_concat(self, node: Node) -> None:
@@ -431,6 +443,15 @@ class _Builder:
     def _op_vertex(self, node: Node) -> None:
         tt = node.scope.time_type
         outputs = node.params["outputs"]
+        keys = node.params.get("key")
+        if keys and self.workers > 1:  # (on every worker, a copy each, exchanged by key)
+            vertex = node.params["vertex"]
+            if self.shard:  # (unbound: a vertex's copy leaves its operator behind)
+                vertex = copy.deepcopy(vertex)
+            route = self._exchange(tuple(keys))
+            op: Operator = VertexOp(vertex, tt, len(node.inputs), outputs, self.k)
+            self._add(op, node, node.inputs, routes=lambda i: route)
+            return
         op = self._pinned(
             lambda: VertexOp(node.params["vertex"], tt, len(node.inputs), outputs, self.k),
             [tt] * len(node.inputs),

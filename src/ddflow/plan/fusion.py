@@ -40,9 +40,10 @@ APPLYING = STATELESS | {"concat", "enter", "variable", "leave"}
 ARRANGING = frozenset({"arrange", "join", "reduce"})
 
 
-def fused_nodes(plan: Plan) -> frozenset[int]:
+def fused_nodes(plan: Plan, workers: int = 1) -> frozenset[int]:
     """The ids of the nodes of ``plan`` that are applied by their one consumer (see the
-    module)."""
+    module). With several ``workers``, an ``inspect`` neither is nor takes up its input: it runs
+    on worker 0 alone, where the user's function is."""
     consumers: dict[int, list[Node]] = {}
     count: Counter[int] = Counter()
     for node in plan.nodes:
@@ -54,6 +55,8 @@ def fused_nodes(plan: Plan) -> frozenset[int]:
         if count[node.id] != 1:
             continue
         (consumer,) = consumers[node.id]
+        if workers > 1 and "inspect" in (node.op, consumer.op):
+            continue
         if (node.op in STATELESS and consumer.op in APPLYING | ARRANGING) or (
             node.op == "concat" and consumer.op in ARRANGING
         ):

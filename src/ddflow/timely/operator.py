@@ -213,6 +213,12 @@ class Vertex:
 
     _runner: Any = None
 
+    def __getstate__(self) -> dict[str, Any]:
+        """(A copy, or a vertex sent to a worker process, is not bound to any operator.)"""
+        state = dict(self.__dict__)
+        state.pop("_runner", None)
+        return state
+
     @property
     def outputs_connected(self) -> bool:
         return self._runner is not None

@@ -2,7 +2,8 @@
 with cloudpickle (lambdas and closures included).
 
 What only worker 0 runs stays behind: an output's sink, a probe, a vertex without a key (the
-user's object) and the inputs' handles; the nodes are sent without them. A function that
+user's object; one with a key goes, each worker runs a copy), an ``inspect``'s function and the
+inputs' handles; the nodes are sent without them. A function that
 cannot be pickled (a closure over a lock, an open file) is reported when the dataflow is
 built, at the user's line that gave it (:func:`check_shippable`).
 """
@@ -21,7 +22,7 @@ from ddflow.plan.nodes import Node, Plan, Scope
 __all__ = ["check_shippable", "land", "ship"]
 
 #: the parameters each kind of node leaves behind (they live in the coordinator)
-_STAYS = {"output": ("sink",), "probe": ("probe",), "vertex": ("vertex",)}
+_STAYS = {"output": ("sink",), "probe": ("probe",), "vertex": ("vertex",), "inspect": ("fn",)}
 
 
 @dataclass(frozen=True)
@@ -32,7 +33,7 @@ class _Ref:
 
 
 def _params(node: Node) -> dict[str, Any]:
-    stays = _STAYS.get(node.op, ())
+    stays = () if node.op == "vertex" and node.params.get("key") else _STAYS.get(node.op, ())
     return {
         k: _Ref(v.id) if isinstance(v, Node) else v
         for k, v in node.params.items()
