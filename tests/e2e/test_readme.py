@@ -30,8 +30,9 @@ import ddflow as dd
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 
-#: the README's Spark blocks: the pipeline's sources and sinks, and the Spark runtime
-EXPECTED_SPARK_BLOCKS = 2
+#: the README's Spark blocks: the pipeline's sources and sinks, the workers hosted by Spark,
+#: and the per-step Spark runtime
+EXPECTED_SPARK_BLOCKS = 3
 #: names that mark a block as needing Spark
 SPARK_NAMES = frozenset({"spark", "local_session", "SparkRuntime", "SparkSession"})
 

@@ -1,5 +1,5 @@
 """The Spark data pipeline end to end: folder and streaming sources, windows, Parquet sinks (the
-sources on one worker and on two worker processes)."""
+sources on one worker, on two worker processes, and on two workers hosted by Spark)."""
 
 from __future__ import annotations
 
@@ -15,6 +15,13 @@ from ddflow.io import spark as io
 from ddflow.testing import frame_to_counter
 
 pytestmark = pytest.mark.spark
+
+
+def new_flow(spark, workers):
+    """One worker, two worker processes, or two workers hosted by Spark (``"spark-2"``)."""
+    if workers == "spark-2":
+        return dd.Dataflow(runtime=dd.SparkRuntime(spark, workers=2))
+    return dd.Dataflow(workers=workers)
 
 
 def components(edges):
@@ -52,13 +59,13 @@ def write_epoch_files(folder, epochs, fmt="parquet"):
             frame.write_csv(path)
 
 
-@pytest.mark.parametrize("workers", [1, 2])
+@pytest.mark.parametrize("workers", [1, 2, "spark-2"])
 def test_folder_source_loads_each_file_as_an_epoch(spark, tmp_path, workers):
     rng = random.Random(1)
     epochs = [[(rng.randrange(12), rng.randrange(12), i) for _ in range(6)] for i in range(4)]
     folder = str(tmp_path / "in")
     write_epoch_files(folder, epochs[:2], fmt="csv")
-    flow = dd.Dataflow(workers=workers)  # (2: in worker processes)
+    flow = new_flow(spark, workers)
     edges = flow.input("edges", schema={"src": "int64", "dst": "int64", "ts": "int64"})
     out = components(edges).output()
     source = io.FolderSource(spark, edges, folder, format="csv")
@@ -90,9 +97,9 @@ def test_a_malformed_file_is_named_and_loses_nothing(spark, tmp_path):
     assert frame_to_counter(out.snapshot(epoch=0)) == {(1, 2, 0): 1}
 
 
-@pytest.mark.parametrize("workers", [1, 2])
+@pytest.mark.parametrize("workers", [1, 2, "spark-2"])
 def test_dataframe_and_change_sources(spark, workers):
-    flow = dd.Dataflow(workers=workers)  # (2: in worker processes)
+    flow = new_flow(spark, workers)
     xs = flow.input("xs", schema={"k": "str", "v": "int64"})
     out = xs.group_by("k").agg(total=dd.sum("v")).output()
     io.insert_dataframe(
@@ -152,7 +159,7 @@ def test_sinks_replace_an_epoch_written_twice(tmp_path):
     assert sorted(replay.get_column("k").to_list()) == [1, 2]
 
 
-@pytest.mark.parametrize("workers", [1, 2])
+@pytest.mark.parametrize("workers", [1, 2, "spark-2"])
 def test_streaming_files_into_windowed_components_and_parquet_sinks(spark, tmp_path, workers):
     rng = random.Random(7)
     batches = []
@@ -160,7 +167,7 @@ def test_streaming_files_into_windowed_components_and_parquet_sinks(spark, tmp_p
         batches.append([(rng.randrange(15), rng.randrange(15), 10 * i + j) for j in range(5)])
     folder = str(tmp_path / "stream")
     os.makedirs(folder)
-    flow = dd.Dataflow(workers=workers)  # (2: in worker processes)
+    flow = new_flow(spark, workers)
     edges = flow.input("edges", schema={"src": "int64", "dst": "int64", "ts": "int64"})
     out = components(edges).output()
     log = io.ParquetChangeLog(out, str(tmp_path / "log"), spark=spark)

@@ -38,7 +38,15 @@ from ddflow.testing.budget import time_budget
 #: (two and three workers, in this process); the tests named in :data:`PROCESS_SUBSET` run on
 #: "workers" (two workers, one a process of its own) and those in :data:`SPARK_SUBSET` on
 #: "spark" too
-RUNTIMES: list[str] = ["local", "local-columnar", "local-w2", "local-w3", "workers", "spark"]
+RUNTIMES: list[str] = [
+    "local",
+    "local-columnar",
+    "local-w2",
+    "local-w3",
+    "workers",
+    "spark",
+    "spark-w2",
+]
 
 #: The semantics tests that also run on the Spark runtime: the worked streams, one per operator
 #: family (linear, join, reduce, loops, prioritized loops, null keys). A Spark step runs a
@@ -121,6 +129,11 @@ def make_flow(runtime: str) -> dd.Dataflow:
         # the process's one session (``getOrCreate``), shared with tests/spark's fixture
         session = local_session(app="ddflow-tests", partitions=4)
         return dd.Dataflow(runtime=dd.SparkRuntime(session))
+    if runtime == "spark-w2":  # two workers, worker 1 a task of a Spark barrier stage
+        from ddflow.runtime.spark.session import local_session
+
+        session = local_session(app="ddflow-tests", partitions=4)
+        return dd.Dataflow(runtime=dd.SparkRuntime(session, workers=2, local=LARGE_DATA_PATHS))
     raise ValueError(f"unknown runtime {runtime!r}; the runtimes are {RUNTIMES}")
 
 
@@ -172,7 +185,7 @@ def run_stream(
     budget: float = RUN_BUDGET,
 ) -> Run:
     """Build a flow, feed ``stream``, running after the epochs in ``run_points`` and at the end."""
-    if runtime == "spark":
+    if runtime.startswith("spark"):
         budget *= SPARK_SLOWER
     with time_budget(budget, f"running the stream {list(map(list, stream))}"):
         return _run_stream(build, schemas, stream, runtime, run_points)

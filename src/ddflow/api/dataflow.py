@@ -68,11 +68,20 @@ class Dataflow:
     {'word': ['a', 'b'], 'n': [2, 1], 'count': [1, 1]}
     """
 
-    def __init__(self, runtime: Any = None, *, workers: int = 1, processes: bool = True) -> None:
+    def __init__(
+        self, runtime: Any = None, *, workers: int | None = None, processes: bool = True
+    ) -> None:
         self.runtime = runtime if runtime is not None else LocalRuntime()
         self.kernels = self.runtime.kernels
-        #: how many workers split every keyed operator (see :mod:`ddflow.runtime.workers`)
-        self.workers = _check_workers(workers, self.kernels)
+        hosted = getattr(self.runtime, "workers", None)
+        if hosted is not None and workers is not None and workers != hosted:
+            raise ValueError(
+                f"Dataflow(workers={workers}) and its runtime's workers={hosted} differ: give "
+                "the number once"
+            )
+        #: how many workers split every keyed operator (see :mod:`ddflow.runtime.workers`;
+        #: a runtime that hosts workers, ``SparkRuntime(spark, workers=N)``, says how many)
+        self.workers = _check_workers(hosted or (1 if workers is None else workers), self.kernels)
         #: whether workers other than 0 are processes of their own (``False``: they all run
         #: in this process, one after another, for debugging; the results are the same)
         self.processes = bool(processes)
@@ -227,18 +236,22 @@ class Dataflow:
                 "this dataflow's worker processes were stopped at the end of its with block: "
                 "it cannot run again"
             )
-        if self.worker is None and self.workers > 1 and self.processes:
+        host = getattr(self.runtime, "host_workers", None)
+        if host is not None and getattr(self.runtime, "workers", None) is None:
+            host = None
+        if self.worker is None and self.workers > 1 and (self.processes or host is not None):
             from ddflow.runtime.workers import start_workers
 
             self.plan.frozen = True
             self.worker, self._processes = start_workers(
                 self.plan,
-                self.runtime.settings,
+                getattr(self.runtime, "worker_settings", self.runtime.settings),
                 self.kernels,
                 self.inputs,
                 last_epoch=self.last_epoch,
                 loop_counts=self._loop_counts,
                 workers=self.workers,
+                procs=None if host is None else host(self.workers),
             )
         if self.worker is None:
             self.plan.frozen = True

@@ -88,7 +88,7 @@ def insert_dataframe(input: InputCollection, df: Any, diff: str | None = None) -
     if diff is not None and diff not in df.columns:
         raise InputError(f"no diff column {diff!r} in the DataFrame", site=call_site())
     flow = input.flow
-    if getattr(flow.runtime, "name", "local") == "spark":
+    if flow.kernels.capabilities.native_frames:  # (the per-step Spark runtime)
         input._insert_native(df, diff)
     else:
         frame = pl.from_arrow(df.toArrow())

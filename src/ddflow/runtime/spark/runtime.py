@@ -12,6 +12,8 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 
+from ddflow.runtime.local.kernels import LocalKernels
+from ddflow.runtime.spark.hosted import HostedWorkers
 from ddflow.runtime.spark.kernels import SparkKernels
 from ddflow.runtime.spark.settings import SparkSettings
 
@@ -43,7 +45,12 @@ class SparkRuntime:
     name = "spark"
 
     def __init__(
-        self, spark: SparkSession, settings: SparkSettings | None = None, **overrides: Any
+        self,
+        spark: SparkSession,
+        settings: SparkSettings | None = None,
+        *,
+        workers: int | None = None,
+        **overrides: Any,
     ) -> None:
         if settings is None:
             settings = SparkSettings()
@@ -62,10 +69,24 @@ class SparkRuntime:
         if overrides:
             settings = replace(settings, **overrides)
         self.spark = spark
+        #: with ``workers``: how many workers the dataflow runs, worker 0 at the driver and
+        #: the others hosted by a Spark barrier stage (:mod:`~ddflow.runtime.spark.hosted`)
+        self.workers = _check_workers(workers)
+        #: the settings of the workers' embedded kernels
+        self.worker_settings = settings.local
+        if self.workers is not None:  # (the embedded kernels, in the driver and the tasks)
+            self.settings = settings
+            self.kernels: Any = LocalKernels(settings.local)
+            return
         for key, value in settings.session.items():
             spark.conf.set(key, value)
         self.kernels = SparkKernels(spark, settings)
         self.settings = self.kernels.settings
+
+    def host_workers(self, workers: int) -> HostedWorkers:
+        """What starts and stops workers 1 .. ``workers``-1 of a dataflow: the tasks of a
+        barrier stage."""
+        return HostedWorkers(self.spark, workers)
 
     def to_polars(self, data: Any) -> Any:
         """A batch of this runtime as a Polars frame (collected)."""
@@ -73,4 +94,15 @@ class SparkRuntime:
 
     def release(self) -> None:
         """Unpersist every DataFrame this runtime persisted (the flow is done)."""
-        self.kernels.release()
+        if self.workers is None:
+            self.kernels.release()
+
+
+def _check_workers(workers: Any) -> int | None:
+    if workers is None:
+        return None
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        raise ValueError(
+            f"SparkRuntime(spark, workers=...) takes a number of workers >= 1, got {workers!r}"
+        )
+    return workers

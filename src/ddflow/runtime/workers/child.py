@@ -40,7 +40,7 @@ from ddflow.timely.cluster import ReplicaTracker, Shard, tracked_sets
 from ddflow.timely.lattice import Time
 from ddflow.timely.progress import ProgressGraph
 
-__all__ = ["main"]
+__all__ = ["main", "serve_connection"]
 
 
 class _Elsewhere:
@@ -102,7 +102,17 @@ def main(fd: int) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     conn = Connection(socket.socket(fileno=fd).detach())
     try:
-        while True:  # (a dataflow after another, while the coordinator keeps this process)
+        serve_connection(conn)
+    except BaseException:
+        os._exit(1)
+
+
+def serve_connection(conn: Connection) -> None:
+    """Serve the coordinator at the other end of ``conn``: dataflow after dataflow, until it
+    says stop or goes away (end of file). Any other failure is reported to it with its
+    traceback (``crash``) and raised again."""
+    try:
+        while True:  # (a dataflow after another, while the coordinator keeps this worker)
             kind, fields, _ = decode(conn.recv_bytes())
             if kind == "stop":
                 return
@@ -116,7 +126,7 @@ def main(fd: int) -> None:
             conn.send_bytes(encode("crash", text))
         except OSError:
             print(text, file=sys.stderr)
-        os._exit(1)
+        raise
 
 
 def serve(

@@ -260,22 +260,31 @@ class RemoteShard:
                 raise self._died()
             if deadline is not None and _time.monotonic() > deadline:
                 raise WorkerError(
-                    f"worker {self.index} (process {self.proc.pid}) did not answer within "
+                    f"worker {self.index} ({self.where}) did not answer within "
                     f"{timeout:.0f} s while {doing}"
                 )
+
+    @property
+    def where(self) -> str:
+        """Where it runs, for messages: its process (or what hosts it, see
+        :mod:`ddflow.runtime.spark.hosted`)."""
+        return getattr(self.proc, "where", None) or f"process {self.proc.pid}"
 
     def _died(self, text: str | None = None) -> WorkerError:
         try:
             code = self.proc.wait(5.0)
         except subprocess.TimeoutExpired:
             code = None
-        if code is None:
-            how = "stopped answering"
-        elif code < 0:
-            how = f"was killed by signal {signal.Signals(-code).name}"
-        else:
-            how = f"exited with code {code}"
-        where = f"worker {self.index} (process {self.proc.pid})"
+        ended = getattr(self.proc, "ended", None)  # (a host that says how it ended)
+        how: str | None = ended() if ended is not None else None
+        if how is None:
+            if code is None:
+                how = "stopped answering"
+            elif code < 0:
+                how = f"was killed by signal {signal.Signals(-code).name}"
+            else:
+                how = f"exited with code {code}"
+        where = f"worker {self.index} ({self.where})"
         if text:
             return WorkerError(f"{where} failed and {how}; its traceback:\n{text}")
         return WorkerError(f"{where} {how}")
@@ -297,12 +306,16 @@ def start_workers(
     last_epoch: Callable[[], int],
     loop_counts: dict[str, dict[tuple[int, ...], int]],
     workers: int,
-) -> tuple[Cluster, WorkerProcesses]:
+    procs: Any = None,
+) -> tuple[Cluster, Any]:
     """Start the worker processes of ``plan`` and the cluster that drives them (worker 0
-    built here while the others start)."""
+    built here while the others start). ``procs``: what starts and stops workers 1.. (default:
+    :class:`WorkerProcesses`; another host gives the same interface, see
+    :mod:`ddflow.runtime.spark.hosted`)."""
     check_shippable(plan)
     plan_bytes, settings_bytes = ship(plan), pickle.dumps(settings)
-    procs = WorkerProcesses(workers)
+    if procs is None:
+        procs = WorkerProcesses(workers)
     try:
         procs.spawn()
         for w, conn in enumerate(procs.conns, start=1):
