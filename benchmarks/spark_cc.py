@@ -1,11 +1,15 @@
-"""Connected components on the Spark runtime: an incremental update of 0.1% of the edges,
-against recomputing components from scratch with plain Spark DataFrames.
+"""Connected components on Spark: an incremental update of 0.1% of the edges, against
+recomputing components from scratch with plain Spark DataFrames.
 
-ddflow (``dd.SparkRuntime``) loads an R-MAT graph, computes components, then applies one batch
-changing 0.1% of the edges (half deletions, half insertions). The baseline is iterative
-min-label propagation written directly with Spark DataFrames (join, union, groupBy-min until
-no label changes, checkpointing each round), run on the changed graph in the same Spark
-session. Both results are checked equal.
+ddflow loads an R-MAT graph, computes components, then applies one batch changing 0.1% of the
+edges (half deletions, half insertions), then one single-edge change. By default it runs on
+two workers hosted by Spark (``dd.SparkRuntime(spark, workers=2)`` in ``local[2]``: worker 0 in
+the driver, worker 1 a barrier task); ``SPARK_CC_RUNTIME=steps`` runs the per-step Spark
+runtime instead (many minutes). The baseline is iterative min-label propagation written
+directly with Spark DataFrames (join, union, groupBy-min until no label changes,
+checkpointing each round), run on the changed graph in the same Spark session. Both results
+are checked equal. ``SPARK_CC_EDGES`` lists the graph sizes (default ``1000000,5000000``).
+A one-edge change to a 6-edge graph is timed too.
 """
 
 from __future__ import annotations
@@ -66,17 +70,13 @@ class Progress:
             )
 
 
-def run(quick: bool = False) -> dict[str, Any]:
+def one_size(spark: Any, n_edges: int, how: str, partitions: int) -> dict[str, Any]:
     from ddflow.runtime.spark.runtime import SparkRuntime
-    from ddflow.runtime.spark.session import local_session
 
-    n_edges = 20_000 if quick else 1_000_000
-    # one key partition per core of local[2]: a step's cost is mostly per task
-    partitions = int(os.environ.get("SPARK_CC_PARTITIONS", "2"))
-    spark = local_session("ddflow-bench", partitions=partitions, driver_memory="8g")
     edges = rmat(n_edges, seed=3)
     n_nodes = int(max(edges["src"].max(), edges["dst"].max())) + 1  # type: ignore[arg-type]
-    flow = dd.Dataflow(runtime=SparkRuntime(spark))
+    runtime = SparkRuntime(spark) if how == "steps" else SparkRuntime(spark, workers=2)
+    flow = dd.Dataflow(runtime=runtime)
     inp = flow.input("edges", schema={"src": "int64", "dst": "int64"})
     out = dd.graph.connected_components(inp).output()
     t0 = time.perf_counter()
@@ -84,7 +84,8 @@ def run(quick: bool = False) -> dict[str, Any]:
     flow.advance_to(1)
     flow.run(progress=(first_progress := Progress("first result")), every=30)
     first = time.perf_counter() - t0
-    gone, new = random_changes(edges, n_nodes, max(2, n_edges // 1000), np.random.default_rng(5))
+    rng = np.random.default_rng(5)
+    gone, new = random_changes(edges, n_nodes, max(2, n_edges // 1000), rng)
     t0 = time.perf_counter()
     inp.remove_frame(gone)
     inp.insert_frame(new)
@@ -94,24 +95,73 @@ def run(quick: bool = False) -> dict[str, Any]:
     from benchmarks.cc import _remove_once
 
     changed = pl.concat([_remove_once(edges, gone), new])
+    one_gone, one_new = random_changes(changed, n_nodes, 1, rng)
+    t0 = time.perf_counter()
+    inp.remove_frame(one_gone)
+    inp.insert_frame(one_new)
+    flow.advance_to(3)
+    flow.run()
+    single = time.perf_counter() - t0
+    changed = pl.concat([_remove_once(changed, one_gone), one_new])
     t0 = time.perf_counter()
     labels, rounds = spark_components(spark, changed)
     expected = dict(labels.toPandas().itertuples(index=False, name=None))
     recompute = time.perf_counter() - t0
     snap = out.snapshot_polars()
     assert dict(zip(snap["node"].to_list(), snap["label"].to_list(), strict=True)) == expected
+    flow.close()
+    return {
+        "edges": n_edges,
+        "changed_edges": gone.height + new.height,
+        "first_result_s": round(first, 2),
+        "operator_steps": {"first_result": first_progress.steps, "update": update_progress.steps},
+        "update_0_1_percent": summary([update]),
+        "single_change_ms": round(single * 1e3, 2),
+        "spark_dataframes_recompute": {**summary([recompute]), "rounds": rounds},
+        "first_result_over_recompute": round(first / recompute, 2),
+        "speedup_update_vs_recompute": round(recompute / update, 2),
+    }
+
+
+def small_graph_change(spark: Any, how: str) -> float:
+    """Milliseconds for a one-edge change to a 6-edge graph (after its first result)."""
+    from ddflow.runtime.spark.runtime import SparkRuntime
+
+    runtime = SparkRuntime(spark) if how == "steps" else SparkRuntime(spark, workers=2)
+    with dd.Dataflow(runtime=runtime) as flow:
+        inp = flow.input("edges", schema={"src": "int64", "dst": "int64"})
+        out = dd.graph.connected_components(inp).output()
+        inp.insert([(1, 2), (2, 3), (3, 4), (5, 6), (6, 7), (8, 9)])
+        flow.advance_to(1)
+        flow.run()
+        t0 = time.perf_counter()
+        inp.insert([(4, 5)])
+        flow.advance_to(2)
+        flow.run()
+        spent = time.perf_counter() - t0
+        assert out.snapshot_polars().get_column("label").to_list().count(1) == 7
+    return round(spent * 1e3, 2)
+
+
+def run(quick: bool = False) -> dict[str, Any]:
+    from ddflow.runtime.spark.session import local_session
+
+    how = os.environ.get("SPARK_CC_RUNTIME", "hosted")
+    if how not in ("hosted", "steps"):
+        raise SystemExit(f"SPARK_CC_RUNTIME is hosted or steps, not {how!r}")
+    sizes = (
+        [20_000]
+        if quick
+        else [int(n) for n in os.environ.get("SPARK_CC_EDGES", "1000000,5000000").split(",")]
+    )
+    # one key partition per core of local[2] (the per-step runtime: a step's cost is per task)
+    partitions = int(os.environ.get("SPARK_CC_PARTITIONS", "2"))
+    spark = local_session("ddflow-bench", partitions=partitions, driver_memory="8g")
     return {
         "benchmark": "spark_cc",
         "machine": machine(),
-        "edges": n_edges,
+        "runtime": "SparkRuntime(spark)" if how == "steps" else "SparkRuntime(spark, workers=2)",
         "partitions": partitions,
-        "changed_edges": gone.height + new.height,
-        "ddflow_spark_first_result_s": round(first, 2),
-        "ddflow_spark_steps": {
-            "first_result": first_progress.steps,
-            "update": update_progress.steps,
-        },
-        "ddflow_spark_update": summary([update]),
-        "spark_dataframes_recompute": {**summary([recompute]), "rounds": rounds},
-        "speedup_update_vs_recompute": round(recompute / update, 2),
+        "sizes": [one_size(spark, n, how, partitions) for n in sizes],
+        "small_graph_single_change_ms": small_graph_change(spark, how),
     }

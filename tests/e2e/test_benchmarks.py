@@ -12,9 +12,10 @@ Not run whole here:
 
 * ``pathway_cc``: it installs Pathway into a virtual environment of its own on first use (a
   download of minutes, and Pathway is no dependency of ddflow);
-* ``spark_cc``: its first result on the Spark runtime takes a quarter of an hour at its
-  smallest size (hundreds of loop steps of a Spark job each). Its baseline, components by
-  plain Spark DataFrames, is checked against NetworkX on the tests' Spark session.
+* ``spark_cc`` with ``SPARK_CC_RUNTIME=steps``: the per-step Spark runtime's first result takes
+  a quarter of an hour at its smallest size (hundreds of loop steps of a Spark job each). Its
+  default, the workers hosted by Spark, runs whole; its baseline, components by plain Spark
+  DataFrames, is also checked against NetworkX on the tests' Spark session.
 """
 
 from __future__ import annotations
@@ -303,3 +304,29 @@ def test_spark_cc_baseline_equals_networkx(spark: Any) -> None:
     got = dict(labels.toPandas().itertuples(index=False, name=None))
     assert got == nx_components(edges)
     assert rounds > 1
+
+
+@pytest.mark.spark
+def test_spark_cc_on_hosted_workers(restored: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    """(ddflow's labels are checked equal to the Spark DataFrames' after the changes.)"""
+    r = run_benchmark("spark_cc", capsys)
+    assert r["runtime"] == "SparkRuntime(spark, workers=2)"
+    (size,) = r["sizes"]
+    assert size["edges"] == 20_000 and size["changed_edges"] == 20
+    check_summary(size["update_0_1_percent"], runs=1)
+    recompute = size["spark_dataframes_recompute"]
+    check_summary(recompute, runs=1)
+    assert recompute["rounds"] > 1 and size["single_change_ms"] > 0
+    check_ratio(
+        size["first_result_over_recompute"],
+        size["first_result_s"],
+        recompute["median_ms"] / 1e3,
+        rel=0.01,
+    )
+    check_ratio(
+        size["speedup_update_vs_recompute"],
+        recompute["median_ms"],
+        size["update_0_1_percent"]["median_ms"],
+        rel=0.01,
+    )
+    assert r["small_graph_single_change_ms"] > 0
