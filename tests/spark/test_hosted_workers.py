@@ -51,6 +51,10 @@ def test_components_on_hosted_workers_then_the_stage_ends_with_the_block(spark):
         edges_now = [e for e in edges_now if e != (2, 3)] + [(3, 9)]
         assert labels(out) == nx_labels(edges_now)
         assert flow.workers == 2
+        got = out.to_spark().toPandas().sort_values("node").reset_index(drop=True)
+        want = out.snapshot().sort_values("node").reset_index(drop=True)
+        assert got.astype("int64").equals(want.astype("int64"))
+        assert out.to_spark(epoch=0).count() == 8  # (nodes 1, 2, 3, 4, 5, 7, 8, 9)
         (task,) = flow._processes.procs
         assert task.where.startswith("Spark barrier task 0")
         stage = flow._processes._stage
@@ -132,3 +136,19 @@ def test_dynamic_allocation_is_refused_before_anything_starts():
     HostedWorkers(conf("spark://host:7077"), 16).check()  # (15 tasks, 16 slots: one free)
     with pytest.raises(dd.WorkerError, match="has 16"):
         HostedWorkers(conf("spark://host:7077"), 17).check()
+
+
+def test_to_spark_needs_a_session_off_spark(spark):
+    flow = dd.Dataflow()
+    xs = flow.input("xs", schema={"k": "str"})
+    out = xs.output()
+    xs.insert(["a", "b", "a"])
+    flow.advance_to(1)
+    flow.run()
+    with pytest.raises(dd.GraphError, match=r"to_spark\(spark\)") as info:
+        out.to_spark()
+    assert "test_hosted_workers.py" in str(info.value)
+    rows = sorted(out.to_spark(spark).collect())
+    assert [(r["k"], r["count"]) for r in rows] == [("a", 2), ("b", 1)]
+    with pytest.raises(dd.TimeError, match="not complete"):
+        out.to_spark(spark, epoch=1)

@@ -17,6 +17,7 @@ from ddflow.api.collection import Collection
 from ddflow.differential.batch import DIFF
 from ddflow.errors import (
     CallSite,
+    GraphError,
     TimeError,
     call_site,
 )
@@ -93,6 +94,26 @@ class Output:
                 site=site,
             )
         return to_pandas(self.snapshot_polars(epoch), self.schema)
+
+    def to_spark(self, spark: Any = None, epoch: int | None = None) -> Any:
+        """The snapshot (:meth:`snapshot`) as a Spark DataFrame, in ``spark`` (default: the
+        session of the dataflow's Spark runtime)."""
+        site = call_site()
+        if spark is None:
+            spark = getattr(self.collection.flow.runtime, "spark", None)
+            if spark is None:
+                raise GraphError(
+                    "to_spark() needs a Spark session: give it, to_spark(spark), or run the "
+                    "dataflow on dd.SparkRuntime(spark, ...)",
+                    site=site,
+                )
+        if epoch is not None and epoch > self.complete_through:
+            raise TimeError(
+                f"to_spark(epoch={epoch}): that epoch is not complete yet "
+                f"(complete through {self.complete_through}); call run() after advance_to",
+                site=site,
+            )
+        return spark.createDataFrame(self.snapshot_polars(epoch).to_arrow())
 
     def snapshot_polars(self, epoch: int | None = None) -> pl.DataFrame:
         if epoch is None:
