@@ -2,10 +2,9 @@
 recomputing components from scratch with plain Spark DataFrames.
 
 ddflow loads an R-MAT graph, computes components, then applies one batch changing 0.1% of the
-edges (half deletions, half insertions), then one single-edge change. By default it runs on
-two workers hosted by Spark (``dd.SparkRuntime(spark, workers=2)`` in ``local[2]``: worker 0 in
-the driver, worker 1 a barrier task); ``SPARK_CC_RUNTIME=steps`` runs the per-step Spark
-runtime instead (many minutes). The baseline is iterative min-label propagation written
+edges (half deletions, half insertions), then one single-edge change, on two workers hosted
+by Spark (``dd.SparkRuntime(spark, workers=2)`` in ``local[2]``: worker 0 in the driver, worker
+1 a barrier task). The baseline is iterative min-label propagation written
 directly with Spark DataFrames (join, union, groupBy-min until no label changes,
 checkpointing each round), run on the changed graph in the same Spark session. Both results
 are checked equal. ``SPARK_CC_EDGES`` lists the graph sizes (default ``1000000,5000000``).
@@ -70,13 +69,12 @@ class Progress:
             )
 
 
-def one_size(spark: Any, n_edges: int, how: str, partitions: int) -> dict[str, Any]:
+def one_size(spark: Any, n_edges: int) -> dict[str, Any]:
     from ddflow.runtime.spark.runtime import SparkRuntime
 
     edges = rmat(n_edges, seed=3)
     n_nodes = int(max(edges["src"].max(), edges["dst"].max())) + 1  # type: ignore[arg-type]
-    runtime = SparkRuntime(spark) if how == "steps" else SparkRuntime(spark, workers=2)
-    flow = dd.Dataflow(runtime=runtime)
+    flow = dd.Dataflow(runtime=SparkRuntime(spark, workers=2))
     inp = flow.input("edges", schema={"src": "int64", "dst": "int64"})
     out = dd.graph.connected_components(inp).output()
     t0 = time.perf_counter()
@@ -123,12 +121,11 @@ def one_size(spark: Any, n_edges: int, how: str, partitions: int) -> dict[str, A
     }
 
 
-def small_graph_change(spark: Any, how: str) -> float:
+def small_graph_change(spark: Any) -> float:
     """Milliseconds for a one-edge change to a 6-edge graph (after its first result)."""
     from ddflow.runtime.spark.runtime import SparkRuntime
 
-    runtime = SparkRuntime(spark) if how == "steps" else SparkRuntime(spark, workers=2)
-    with dd.Dataflow(runtime=runtime) as flow:
+    with dd.Dataflow(runtime=SparkRuntime(spark, workers=2)) as flow:
         inp = flow.input("edges", schema={"src": "int64", "dst": "int64"})
         out = dd.graph.connected_components(inp).output()
         inp.insert([(1, 2), (2, 3), (3, 4), (5, 6), (6, 7), (8, 9)])
@@ -146,22 +143,16 @@ def small_graph_change(spark: Any, how: str) -> float:
 def run(quick: bool = False) -> dict[str, Any]:
     from ddflow.runtime.spark.session import local_session
 
-    how = os.environ.get("SPARK_CC_RUNTIME", "hosted")
-    if how not in ("hosted", "steps"):
-        raise SystemExit(f"SPARK_CC_RUNTIME is hosted or steps, not {how!r}")
     sizes = (
         [20_000]
         if quick
         else [int(n) for n in os.environ.get("SPARK_CC_EDGES", "1000000,5000000").split(",")]
     )
-    # one key partition per core of local[2] (the per-step runtime: a step's cost is per task)
-    partitions = int(os.environ.get("SPARK_CC_PARTITIONS", "2"))
-    spark = local_session("ddflow-bench", partitions=partitions, driver_memory="8g")
+    spark = local_session("ddflow-bench", partitions=2, driver_memory="8g")
     return {
         "benchmark": "spark_cc",
         "machine": machine(),
-        "runtime": "SparkRuntime(spark)" if how == "steps" else "SparkRuntime(spark, workers=2)",
-        "partitions": partitions,
-        "sizes": [one_size(spark, n, how, partitions) for n in sizes],
-        "small_graph_single_change_ms": small_graph_change(spark, how),
+        "runtime": "SparkRuntime(spark, workers=2)",
+        "sizes": [one_size(spark, n) for n in sizes],
+        "small_graph_single_change_ms": small_graph_change(spark),
     }

@@ -8,14 +8,10 @@ against what ``benchmarks/README.md`` says they are: ratios against the medians 
 from, series against their totals, and Figure 1's records in difference against label
 propagation computed in plain Python.
 
-Not run whole here:
-
-* ``pathway_cc``: it installs Pathway into a virtual environment of its own on first use (a
-  download of minutes, and Pathway is no dependency of ddflow);
-* ``spark_cc`` with ``SPARK_CC_RUNTIME=steps``: the per-step Spark runtime's first result takes
-  a quarter of an hour at its smallest size (hundreds of loop steps of a Spark job each). Its
-  default, the workers hosted by Spark, runs whole; its baseline, components by plain Spark
-  DataFrames, is also checked against NetworkX on the tests' Spark session.
+Not run whole here: ``pathway_cc``, which installs Pathway into a virtual environment of its
+own on first use (a download of minutes, and Pathway is no dependency of ddflow).
+``spark_cc``'s baseline, components by plain Spark DataFrames, is also checked against NetworkX
+on the tests' Spark session.
 """
 
 from __future__ import annotations

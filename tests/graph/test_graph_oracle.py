@@ -269,9 +269,9 @@ def test_cutting_a_path_splits_its_component_and_rejoining_merges_it(prioritized
 
 @pytest.mark.spark
 def test_connected_components_on_spark_match_networkx(spark):
-    """The Spark runtime runs the library's loop to the same fixed points: a short path cut
-    and rejoined (labels must rise after a cut), checked against NetworkX at every epoch.
-    (Small: each Spark step runs a few Spark jobs.)"""
+    """The workers hosted by Spark run the library's loop to the same fixed points: a short
+    path cut and rejoined (labels must rise after a cut), checked against NetworkX at every
+    epoch."""
     path = [(0, 1), (1, 2), (2, 3)]
     steps: list[Step] = [([(1, 2)], []), ([], [(1, 2), (3, 0)])]
     run_stream(
@@ -280,7 +280,7 @@ def test_connected_components_on_spark_match_networkx(spark):
         path,
         steps,
         nx_components,
-        make_flow=lambda: dd.Dataflow(runtime=dd.SparkRuntime(spark)),
+        make_flow=lambda: dd.Dataflow(runtime=dd.SparkRuntime(spark, workers=2)),
     )
 
 

@@ -2,8 +2,8 @@
 configured by default, small batches held as rows; ``"local-columnar"``, every batch in Polars;
 ``"local-w2"`` and ``"local-w3"``, two and three workers in this process), the tests in
 ``harness.PROCESS_SUBSET`` on two worker processes (``"workers"``), and the tests in
-``harness.SPARK_SUBSET`` on the Spark runtime too, per step (``"spark"``) and with two workers
-hosted by a barrier stage (``"spark-w2"``) (``runtime`` is the runtime's
+``harness.SPARK_SUBSET`` on the Spark runtime too, two workers hosted by a barrier stage
+(``runtime`` is the runtime's
 name; build flows with ``harness.make_flow(runtime)``, which runs both local variants with
 ``harness.LARGE_DATA_PATHS``). The Spark params are marked ``spark``:
 ``-m "not spark"`` deselects them, and where Spark cannot run they fail, unless skipped on

@@ -45,16 +45,15 @@ RUNTIMES: list[str] = [
     "local-w3",
     "workers",
     "spark",
-    "spark-w2",
 ]
 
-#: The semantics tests that also run on the Spark runtime: the worked streams, one per operator
-#: family (linear, join, reduce, loops, prioritized loops, null keys). A Spark step runs a
-#: few Spark jobs (a quarter to half a second each on a two-core machine), so the Hypothesis
-#: properties, with hundreds of streams each, run on the local runtime only, and so does the
-#: nested-loop stream; ``tests/spark`` compares the two runtimes on seeded random streams of
-#: every operator family (nested loops included) and ``tests/graph`` runs connected
-#: components on Spark against NetworkX.
+#: The semantics tests that also run on the Spark runtime (two workers hosted by Spark): the
+#: worked streams, one per operator family (linear, join, reduce, loops, prioritized loops, null
+#: keys). The Hypothesis properties, with hundreds of streams each, run on the local runtimes
+#: (which share the hosted workers' routes and progress tracking: ``local-w2``, ``workers``);
+#: ``tests/spark`` compares the two runtimes on seeded random streams of every operator family
+#: (nested loops included) and ``tests/graph`` runs connected components on Spark against
+#: NetworkX.
 SPARK_SUBSET: frozenset[str] = frozenset(
     {
         "test_filter_select_stream_table",
@@ -123,17 +122,13 @@ def make_flow(runtime: str) -> dd.Dataflow:
         return dd.Dataflow(
             runtime=dd.LocalRuntime(LARGE_DATA_PATHS), workers=workers, processes=False
         )
-    if runtime == "spark":  # (tests/conftest.py fails the test first if Spark cannot run)
+    if runtime == "spark":  # two workers, worker 1 a task of a Spark barrier stage
+        # (tests/conftest.py fails the test first if Spark cannot run)
         from ddflow.runtime.spark.session import local_session
 
         # the process's one session (``getOrCreate``), shared with tests/spark's fixture
         session = local_session(app="ddflow-tests", partitions=4)
-        return dd.Dataflow(runtime=dd.SparkRuntime(session))
-    if runtime == "spark-w2":  # two workers, worker 1 a task of a Spark barrier stage
-        from ddflow.runtime.spark.session import local_session
-
-        session = local_session(app="ddflow-tests", partitions=4)
-        return dd.Dataflow(runtime=dd.SparkRuntime(session, workers=2, local=LARGE_DATA_PATHS))
+        return dd.Dataflow(runtime=dd.SparkRuntime(session, LARGE_DATA_PATHS, workers=2))
     raise ValueError(f"unknown runtime {runtime!r}; the runtimes are {RUNTIMES}")
 
 

@@ -1,7 +1,7 @@
 """Workers hosted by Spark (``SparkRuntime(spark, workers=N)``): their barrier stage's life, the
 task slots it may take, and a worker lost with its task.
 
-Their results are checked against the reference in tests/semantics (runtime ``spark-w2``) and
+Their results are checked against the reference in tests/semantics (runtime ``spark``) and
 in tests/e2e (the Spark pipeline); connected components here against NetworkX.
 """
 

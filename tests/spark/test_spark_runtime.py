@@ -1,4 +1,5 @@
-"""The Spark runtime against the local runtime and the reference interpreter.
+"""The Spark runtime (the workers hosted by Spark: ``SparkRuntime(spark, workers=2)`` in
+``local[2]``) against the local runtime and the reference interpreter.
 
 Every scenario feeds the same seeded random stream (insertions and retractions, several epochs
 in flight before ``run()``) to a dataflow on each runtime, then checks, for every output::
@@ -6,14 +7,10 @@ in flight before ``run()``) to a dataflow on each runtime, then checks, for ever
     spark snapshot(epoch=e)  ==  local snapshot(epoch=e)    row for row, dtypes included
     spark changes()          ==  local changes()
     snapshot(epoch=e)        ==  reference(flow, inputs accumulated at e)
-
-Data is tiny: a Spark job costs a quarter to half a second here, and every operator step runs a
-few.
 """
 
 from __future__ import annotations
 
-import datetime as dt
 import random
 import subprocess
 import sys
@@ -107,13 +104,12 @@ def check_both(
     stream: list[list[Update]],
     run_points: set[int],
     against_reference: bool = True,
-    spark_runtime: Any = None,
 ) -> tuple[dd.Dataflow, list[dd.Output]]:
-    """Run on both runtimes (the Spark one ``spark_runtime``, default ``SparkRuntime(spark)``);
-    compare every epoch's snapshot and the change logs."""
+    """Run on both runtimes (on Spark, two workers hosted by Spark); compare every epoch's
+    snapshot and the change logs."""
     local_flow = dd.Dataflow()
     local = run(local_flow, schemas, build, stream, run_points)
-    spark_flow = dd.Dataflow(runtime=spark_runtime or dd.SparkRuntime(spark))
+    spark_flow = dd.Dataflow(runtime=dd.SparkRuntime(spark, workers=2))
     remote = run(spark_flow, schemas, build, stream, run_points)
     for i, (lo, sp) in enumerate(zip(local, remote, strict=True)):
         assert sp.complete_through == lo.complete_through == len(stream) - 1
@@ -126,7 +122,7 @@ def check_both(
             for i, out in enumerate(remote):
                 got = frame_to_counter(out.snapshot(epoch=e))
                 assert got == want[out], f"output {i}, epoch {e}"
-    spark_flow.runtime.release()
+    spark_flow.close()
     return spark_flow, remote
 
 
@@ -263,36 +259,6 @@ def test_nested_iterate(spark):
     check_both(spark, NESTED, lambda i: [nested_reach(i)], stream, run_points=set())
 
 
-def test_deferred_merges_give_the_same_results(spark):
-    """With ``merge_parts`` above 2, merges of few small batches are deferred (unions with
-    advanced times, no Spark job): results stay exact, and some merges were deferred."""
-    runtime = dd.SparkRuntime(spark, merge_parts=8)
-    kernels = runtime.kernels
-    deferred = []
-    merge = kernels.merge
-
-    def counting_merge(*args, **kwargs):
-        out = merge(*args, **kwargs)
-        if "parts" in kernels.facts(out).extra:
-            deferred.append(out)
-        return out
-
-    kernels.merge = counting_merge
-
-    def build(i):
-        a, b = i["a"], i["b"]
-        return [a.join(b, on="k"), a.group_by("k").agg(n=dd.count(), lo=dd.min("x"))]
-
-    rng = random.Random(5)
-    records = {
-        "a": lambda r: (r.randrange(3), r.randrange(2), r.randrange(4)),
-        "b": lambda r: (r.randrange(3), r.randrange(4), r.choice(["p", "q"])),
-    }
-    stream = random_stream(rng, records, epochs=5, per_epoch=4)
-    check_both(spark, JOINS, build, stream, run_points=set(range(5)), spark_runtime=runtime)
-    assert deferred, "no merge was deferred: the test does not exercise the deferred path"
-
-
 def test_prioritized_iterate(spark):
     def build(i):
         e = i["edges"].distinct()
@@ -313,10 +279,10 @@ def test_prioritized_iterate(spark):
 # ---------------------------------------------------------------------- Spark inputs
 
 
-def test_spark_dataframe_inputs_stay_on_spark(spark):
+def test_spark_dataframe_inputs_and_changes(spark):
     from ddflow.io.spark import insert_dataframe
 
-    flow = dd.Dataflow(runtime=dd.SparkRuntime(spark))
+    flow = dd.Dataflow(runtime=dd.SparkRuntime(spark, workers=2))
     xs = flow.input("xs", schema={"k": "int64", "v": "int32"})
     out = xs.group_by("k").agg(n=dd.count(), total=dd.sum("v")).output()
     insert_dataframe(xs, spark.createDataFrame([(1, 2), (1, 3), (2, 5)], "k bigint, v int"))
@@ -338,48 +304,6 @@ def test_spark_dataframe_inputs_stay_on_spark(spark):
     ]
 
 
-def test_the_runtime_sets_its_session_settings(spark):
-    """A runtime turns Spark's runtime bloom filters off on its session: every trace lookup
-    would otherwise get a subquery job and a 1 MiB filter shipped with each task."""
-    from ddflow.runtime.spark.settings import SparkSettings
-
-    key = "spark.sql.optimizer.runtime.bloomFilter.enabled"
-    assert SparkSettings().session[key] == "false"
-    spark.conf.set(key, "true")
-    dd.SparkRuntime(spark)
-    assert spark.conf.get(key) == "false"
-
-
-def test_keywords_override_the_settings(spark):
-    from ddflow.runtime.spark.settings import SparkSettings
-
-    runtime = dd.SparkRuntime(spark, SparkSettings(merge_parts=8), partitions=2)
-    assert (runtime.settings.partitions, runtime.settings.merge_parts) == (2, 8)
-    assert runtime.kernels.settings is runtime.settings
-    # partitions=None (the default): the session's shuffle partitions
-    assert dd.SparkRuntime(spark).kernels.partitions == int(
-        spark.conf.get("spark.sql.shuffle.partitions")
-    )
-    with pytest.raises(TypeError, match=r"no setting 'partition'.*partitions, checkpoint_every"):
-        dd.SparkRuntime(spark, partition=2)
-    with pytest.raises(TypeError, match=r"partitions=2"):
-        dd.SparkRuntime(spark, 2)
-
-
-def test_settings_out_of_range_are_named():
-    from ddflow.runtime.spark.settings import SparkSettings
-
-    for name in ("partitions", "checkpoint_every", "merge_parts"):
-        with pytest.raises(ValueError, match=f"{name} must be at least 1, got 0"):
-            SparkSettings(**{name: 0})
-    with pytest.raises(ValueError, match="merge_rows"):
-        SparkSettings(merge_rows=-1)
-    given = {"spark.sql.shuffle.partitions": "3"}
-    settings = SparkSettings(session=given)
-    given["spark.sql.shuffle.partitions"] = "5"  # the settings hold a copy
-    assert settings.session == {"spark.sql.shuffle.partitions": "3"}
-
-
 # ---------------------------------------------------------------------- null keys
 
 
@@ -399,7 +323,7 @@ def test_null_keys_group_as_in_the_reference(spark):
             xs.distinct(),
         ]
 
-    flow = dd.Dataflow(runtime=dd.SparkRuntime(spark))
+    flow = dd.Dataflow(runtime=dd.SparkRuntime(spark, workers=2))
     outs = run(flow, schemas, build, stream, run_points=set())
     for e in range(len(stream)):
         want = reference(flow, accumulated(stream, e, ["xs"]))
@@ -415,254 +339,6 @@ def test_local_null_keys_group_as_in_the_reference():
     flow.advance_to(1)
     flow.run()
     assert frame_to_counter(out.snapshot()) == Counter({(None, 1): 1})
-
-
-# ---------------------------------------------------------------------- expressions, exactly
-
-EDGE = {
-    "a": "int64?",
-    "b": "int64?",
-    "i": "int32?",
-    "x": "float64?",
-    "y": "float64?",
-    "f": "float32?",
-    "s": "str?",
-    "p": "bool?",
-    "d": "date?",
-    "t": "datetime?",
-}
-NAN, INF = float("nan"), float("inf")
-EDGE_ROWS = [
-    (7, 2, 7, 7.5, 2.0, 1.5, "abc", True, dt.date(2024, 1, 2), dt.datetime(2024, 1, 2, 3, 4, 5, 6)),
-    (
-        -7,
-        2,
-        -7,
-        -7.5,
-        -2.0,
-        -0.1,
-        "ABC",
-        False,
-        dt.date(1900, 3, 1),
-        dt.datetime(1969, 12, 31, 23, 59, 59, 500000),
-    ),
-    (7, -2, 100, 1.0, 0.0, 2.675, "", None, None, None),
-    (-7, -2, -3, -1.0, -0.0, 0.285, " 12", True, dt.date(2000, 2, 29), None),
-    (0, 0, 0, 0.0, 0.0, 1e30, "1.5", False, None, dt.datetime(2000, 1, 1)),
-    (5, 0, 2**31 - 1, NAN, 1.0, NAN, "1e3", None, None, None),
-    (None, 3, None, INF, 2.0, -INF, None, None, None, None),
-    (3, None, 1, -INF, NAN, 0.0, "inf", True, None, None),
-    (2**40, 7, -(2**31), 2.5, 0.5, -2.5, "ßtraße", False, None, None),
-    (-(2**40), -3, 5, -0.0, -3.0, 1e-7, "ΣΑΣ", True, None, None),
-    (1, 1, 1, 1e-7, 3.0, 0.125, "-0", None, None, None),
-    (10, 4, 3, 1.005, 7.0, 3e9, "12", False, None, None),
-    (-1, 5, 4, 123456789.123, 100.0, -0.0, "x1", None, None, None),
-    (None, None, None, None, None, None, None, None, None, None),
-]
-
-
-def edge_expressions() -> dict[str, dd.Expr]:
-    a, b, i, x, y = dd.col("a"), dd.col("b"), dd.col("i"), dd.col("x"), dd.col("y")
-    f, s, p, d, t = dd.col("f"), dd.col("s"), dd.col("p"), dd.col("d"), dd.col("t")
-    return {
-        "add": a + b,
-        "sub": i - 1,
-        "mul": a * b,
-        "i32": i * 2 + 1,
-        "div": a / b,
-        "fdiv": x / y,
-        "f32div": f / (f + 1),
-        "floordiv": a // b,
-        "mod": a % b,
-        "ffloordiv": x // y,
-        "fmod": x % y,
-        "f32mod": f % (f - 1),
-        "pow": b**a,
-        "fpow": y**x,
-        "f32pow": f**f,
-        "eq": x == y,
-        "lt": x < y,
-        "ge": f >= x,
-        "ne": a != i,
-        "nan_eq": x == NAN,
-        "f32cmp": f > 0.1,
-        "icmp": i > 1.5,
-        "str_lt": s < "b",
-        "and": p & (a > 0),
-        "or": p | (a > 0),
-        "xor": p ^ (b > 0),
-        "not": ~p,
-        "neg": -x,
-        "abs": x.abs(),
-        "iabs": i.abs(),
-        "to_i": x.cast("int64"),
-        "to_i32": a.cast("int32"),
-        "to_f32": x.cast("float32"),
-        "f_to_s": x.cast("str"),
-        "f32_to_s": f.cast("str"),
-        "i_to_s": a.cast("str"),
-        "s_to_i": s.cast("int64"),
-        "s_to_f": s.cast("float64"),
-        "b_to_i": p.cast("int64"),
-        "t_to_s": t.cast("str"),
-        "d_to_s": d.cast("str"),
-        "t_to_d": t.cast("date"),
-        "d_to_t": d.cast("datetime"),
-        "i_to_b": a.cast("bool"),
-        "when": dd.when(a > 0).then(x).when(b > 0).then(y),
-        "when_f32": dd.when(p).then(f).otherwise(0.1),
-        "is_null": x.is_null(),
-        "not_null": s.is_not_null(),
-        "fill": x.fill_null(y),
-        "in": a.is_in([0, 2**40, 7]),
-        "fin": x.is_in([NAN, 1.0, 2.5]),
-        "sin": s.is_in(["", "x1"]),
-        "round0": x.round(),
-        "round2": x.round(2),
-        "f32round": f.round(2),
-        "floor": x.floor(),
-        "ceil": y.ceil(),
-        "f32floor": f.floor(),
-        "sqrt": x.sqrt(),
-        "log": y.log(),
-        "log1p": y.log1p(),
-        "exp": y.exp(),
-        "f32exp": f.exp(),
-        "clip": x.clip(-1.0, y),
-        "iclip": a.clip(lower=0),
-        "clipnan": y.clip(upper=x),
-        "lower": s.str.lower(),
-        "upper": s.str.upper(),
-        "len": s.str.len(),
-        "contains": s.str.contains("b"),
-        "starts": s.str.starts_with("a"),
-        "ends": s.str.ends_with("c"),
-        "year": d.dt.year(),
-        "tyear": t.dt.year(),
-        "least": dd.least(x, y, 1.0),
-        "greatest": dd.greatest(x, y),
-        "igreatest": dd.greatest(a, i),
-        "coalesce": dd.coalesce(x, y, 0.0),
-        "concat": dd.concat_str(s, a, separator="/"),
-        "concat_f": dd.concat_str(s, x),
-    }
-
-
-def test_expressions_match_polars_exactly(spark):
-    from ddflow.expr.nodes import compile_polars
-    from ddflow.runtime.spark.kernels import SparkKernels
-    from ddflow.runtime.spark.settings import SparkSettings
-    from ddflow.schema import Schema
-
-    schema = Schema(EDGE)
-    frame = schema.rows_to_frame(EDGE_ROWS)
-    exprs = edge_expressions()
-    want = frame.select([compile_polars(e, schema).alias(n) for n, e in exprs.items()])
-    k = SparkKernels(spark, SparkSettings(partitions=4))
-    df = k.from_polars(frame)
-    got = pl.from_arrow(
-        df.select(*[k.compile(e, schema, n).column for n, e in exprs.items()]).toArrow()
-    )
-    wrong = []
-    for n in exprs:
-        try:
-            assert_frame_equal(got.select(n), want.select(n), check_exact=True)
-        except AssertionError:
-            rows = list(zip(got[n].to_list(), want[n].to_list(), strict=True))
-            wrong.append(
-                f"{n} {exprs[n]!r}: {got[n].dtype} vs {want[n].dtype}, (spark, local) "
-                f"{[r for r in rows if repr(r[0]) != repr(r[1])]}"
-            )
-    assert not wrong, "\n".join(wrong)
-
-
-def random_edge_rows(rng: random.Random, n: int) -> list[tuple]:
-    def num() -> float:
-        return rng.choice(
-            [
-                rng.uniform(-10, 10),
-                rng.uniform(-1e6, 1e6),
-                rng.uniform(-1, 1),
-                float(rng.randrange(-5, 6)) / 4,
-                rng.expovariate(0.1),
-            ]
-        )
-
-    return [
-        (
-            rng.randrange(-50, 50),
-            rng.randrange(-7, 8),
-            rng.randrange(-100, 100),
-            num(),
-            num(),
-            num(),
-            rng.choice(["a", "b", "ab", "12", "-3", "x"]),
-            rng.random() < 0.5,
-            None,
-            None,
-        )
-        for _ in range(n)
-    ]
-
-
-def test_expressions_match_polars_on_random_values(spark):
-    from ddflow.expr.nodes import compile_polars
-    from ddflow.runtime.spark.kernels import SparkKernels
-    from ddflow.runtime.spark.settings import SparkSettings
-    from ddflow.schema import Schema
-
-    schema = Schema(EDGE)
-    frame = schema.rows_to_frame(random_edge_rows(random.Random(7), 400))
-    exprs = edge_expressions()
-    want = frame.select([compile_polars(e, schema).alias(n) for n, e in exprs.items()])
-    k = SparkKernels(spark, SparkSettings(partitions=4))
-    got = pl.from_arrow(
-        k.from_polars(frame)
-        .select(*[k.compile(e, schema, n).column for n, e in exprs.items()])
-        .toArrow()
-    )
-    wrong = [n for n in exprs if not got.select(n).equals(want.select(n), null_equal=True)]
-    assert not wrong, wrong
-
-
-def test_every_function_compiles_and_a_missing_one_is_named(spark, monkeypatch):
-    from ddflow.errors import ExpressionError
-    from ddflow.expr.nodes import FUNCTIONS
-    from ddflow.runtime.spark import exprs as spark_expr
-    from ddflow.schema import Schema
-
-    assert set(FUNCTIONS) <= set(spark_expr._FUNCTIONS)
-    monkeypatch.delitem(spark_expr._FUNCTIONS, "str.upper")
-    with pytest.raises(ExpressionError, match=r"'str\.upper'"):
-        spark_expr.compile_spark(dd.col("s").str.upper(), Schema({"s": "str"}))
-
-
-def test_lattice_columns_match_the_scalar_lattice(spark):
-    from ddflow.runtime.spark.lattice import advance_columns, join_columns, le_column
-    from ddflow.timely.lattice import TimeType
-
-    tt = TimeType(("product", "lexicographic", "product"))
-    rng = random.Random(5)
-    rows = [tuple(rng.randrange(3) for _ in range(2 * tt.width)) for _ in range(60)]
-    frontier = [(1, 0, 2, 1), (0, 2, 0, 2), (2, 1, 1, 0)]
-    a, b = ["a0", "a1", "a2", "a3"], ["b0", "b1", "b2", "b3"]
-    df = spark.createDataFrame(rows, [*a, *b])
-    got = df.select(
-        le_column(tt, a, b).alias("le"),
-        *join_columns(tt, [dd_col(c) for c in a], [dd_col(c) for c in b], ["j0", "j1", "j2", "j3"]),
-        *advance_columns(tt, a, frontier),
-    ).collect()
-    for row, out in zip(rows, got, strict=True):
-        s, t = row[:4], row[4:]
-        assert out["le"] == tt.less_equal(s, t)
-        assert tuple(out[f"j{i}"] for i in range(4)) == tt.join(s, t)
-        assert tuple(out[c] for c in a) == tt.advance_by(s, frontier)
-
-
-def dd_col(name: str) -> Any:
-    from pyspark.sql import functions as F
-
-    return F.col(name)
 
 
 # ---------------------------------------------------------------------- environment

@@ -30,7 +30,7 @@ from ddflow.timely.lattice import EPOCHS
 
 if TYPE_CHECKING:
     from ddflow.api.dataflow import Dataflow
-    from ddflow.differential.kernel import NativeFrames, RowBatches
+    from ddflow.differential.kernel import RowBatches
 
 __all__ = ["InputCollection"]
 
@@ -51,8 +51,7 @@ class InputCollection(Collection):
     accepted before stays. A call's changes to one record are summed first, so a call that
     inserts a record and removes it is fine. An input made with ``signed=True``
     (``flow.input(name, schema, signed=True)``) holds signed changes: it checks nothing and
-    keeps nothing. (On the Spark runtime, a Spark DataFrame given to a checked input is
-    collected once to be checked; a signed input leaves it on the cluster.)
+    keeps nothing. (A Spark DataFrame given to an input is collected through Arrow.)
 
     >>> import ddflow as dd
     >>> flow = dd.Dataflow()
@@ -82,8 +81,6 @@ class InputCollection(Collection):
         #: updates not sent yet: data frames, each with its diff (one for every row, or one
         #: per row); the columns of a diff are added when the epoch's batch is made
         self._buffer: list[tuple[pl.DataFrame, int | pl.Series]] = []
-        # batches already in the runtime's own format (Spark DataFrames on Spark)
-        self._native: list[Any] = []
         self._messages: list[tuple[int, pl.DataFrame]] = []
         self._op: Any = None
         self._batch_columns: dict[str, Any] | None = None
@@ -165,34 +162,6 @@ class InputCollection(Collection):
             raise type(e)(e.message, site=site) from None
         self._accept(data, -1, site, "remove_frame")
 
-    def _native_kernels(self, site: CallSite | None) -> NativeFrames:
-        """The runtime's kernels, which must take frames of their own (Spark's do)."""
-        k = self._flow.kernels
-        if not k.capabilities.native_frames:
-            raise InputError(
-                f"input {self.name!r}: the {k.name} runtime takes no frames of its own; "
-                "give a pandas, Polars or Arrow frame to insert_frame",
-                site=site,
-            )
-        return cast("NativeFrames", k)
-
-    def _insert_native(self, df: Any, diff: str | None) -> None:
-        """Queue a batch already in the runtime's format (a Spark DataFrame on Spark). A
-        checked input collects it (one job) to check and keep its multiplicities; a signed
-        one leaves it where it is."""
-        site = call_site()
-        self._check_open(site, "insert")
-        if self._multiplicities is not None:
-            k = self._native_kernels(site)
-            changes = k.to_polars(k.native_updates(df, self.schema, diff, self._epoch))
-            self._check(
-                changes.select(self.schema.names),
-                changes.get_column(DIFF),
-                site,
-                "insert_dataframe",
-            )
-        self._native.append((df, diff))
-
     def _rows(self, rows: Iterable[Any], site: CallSite | None) -> pl.DataFrame:
         try:
             return self.schema.rows_to_frame(rows)
@@ -226,13 +195,13 @@ class InputCollection(Collection):
             )
 
     def _flush(self) -> None:
-        if not self._buffer and not self._native:
+        if not self._buffer:
             return
         buffer, self._buffer = self._buffer, []
         names = list(self.schema.names)
         k = self._flow.kernels
         batch = None
-        if buffer and not self._native and k.capabilities.row_batches:
+        if buffer and k.capabilities.row_batches:
             rk = cast("RowBatches", k)
             if sum(f.height for f, _ in buffer) <= rk.small_rows:
                 # a few updates (a small epoch's) become the runtime's rows directly: building
@@ -255,13 +224,6 @@ class InputCollection(Collection):
                     [*names, TIME, DIFF]
                 )
             )
-        if self._native:
-            nk = self._native_kernels(None)
-            natives = [
-                nk.native_updates(df, self.schema, diff, self._epoch) for df, diff in self._native
-            ]
-            batch = k.concat([batch, *natives])
-            self._native = []
         self._messages.append((self._epoch, batch))
 
     def _batch_schema(self) -> dict[str, Any]:

@@ -45,7 +45,6 @@ __all__ = [
     "ChangeLog",
     "DistinctSkips",
     "Kernels",
-    "NativeFrames",
     "Partitions",
     "ReduceReads",
     "RowBatches",
@@ -69,8 +68,6 @@ class Capabilities:
       without a frame;
     * ``distinct_skips``: the kernels are :class:`DistinctSkips`: a distinct can skip the keys
       whose new insertions change nothing;
-    * ``native_frames``: the kernels are :class:`NativeFrames`: an input takes the runtime's
-      own frames (Spark DataFrames) without collecting them;
     * ``partitions``: the kernels are :class:`Partitions`: a batch can be split by the
       worker that owns each update's key (a dataflow over several workers).
 
@@ -82,7 +79,6 @@ class Capabilities:
     small_tail: bool = False
     row_batches: bool = False
     distinct_skips: bool = False
-    native_frames: bool = False
     partitions: bool = False
 
 
@@ -229,15 +225,6 @@ class DistinctSkips(Kernels, Protocol):
     def distinct_unchanged(
         self, spec: ReduceSpec, new: Batch, out_history: Batch, tt: TimeType
     ) -> Batch: ...
-
-
-class NativeFrames(Kernels, Protocol):
-    """Kernels whose inputs take the runtime's own frames (``native_frames``)."""
-
-    def native_updates(self, frame: Any, schema: Any, diff: str | None, epoch: int) -> Batch:
-        """The rows of ``frame`` as updates at ``epoch`` (with ``diff``: that column holds
-        each row's change of multiplicity, else ``+1``)."""
-        ...
 
 
 class Partitions(Kernels, Protocol):

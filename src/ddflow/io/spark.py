@@ -87,12 +87,8 @@ def insert_dataframe(input: InputCollection, df: Any, diff: str | None = None) -
     _check_columns(input, df, diff)
     if diff is not None and diff not in df.columns:
         raise InputError(f"no diff column {diff!r} in the DataFrame", site=call_site())
-    flow = input.flow
-    if flow.kernels.capabilities.native_frames:  # (the per-step Spark runtime)
-        input._insert_native(df, diff)
-    else:
-        frame = pl.from_arrow(df.toArrow())
-        input.insert_frame(frame, diff=diff)
+    frame = pl.from_arrow(df.toArrow())
+    input.insert_frame(frame, diff=diff)
 
 
 def insert_table(input: InputCollection, spark: Any, table: str) -> None:

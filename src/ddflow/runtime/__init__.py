@@ -1,6 +1,8 @@
-"""The data planes: one package per runtime, each implementing the kernel contract
-(:class:`ddflow.differential.kernel.Kernels`) with its settings.
+"""The data planes and where they run.
 
-* :mod:`ddflow.runtime.local`: Polars DataFrames and Python rows, in this process (the default);
-* :mod:`ddflow.runtime.spark`: Spark DataFrames; it runs the local kernels in its partitions.
+* :mod:`ddflow.runtime.local`: the kernel contract (:class:`ddflow.differential.kernel.Kernels`)
+  on Polars DataFrames and Python rows, in this process (the default);
+* :mod:`ddflow.runtime.workers`: several workers, each with the local kernels, exchanging
+  batches by key (worker processes on this machine);
+* :mod:`ddflow.runtime.spark`: the same workers hosted by Spark.
 """

@@ -1,10 +1,7 @@
-"""Spark on this machine: starting a session, and reaching its Python workers.
-
-* :func:`local_session` starts (or returns, ``getOrCreate``) a session on this machine, after
-  :func:`require_java` has checked that Spark can start at all: without a Java runtime,
-  pyspark fails obscurely, so :class:`SparkUnavailableError` names what to install instead;
-* :func:`ship_by_value` makes a user's function reach Spark's Python workers however its
-  module was imported on the driver.
+"""Spark on this machine: :func:`local_session` starts (or returns, ``getOrCreate``) a session
+on this machine, after :func:`require_java` has checked that Spark can start at all: without a
+Java runtime, pyspark fails obscurely, so :class:`SparkUnavailableError` names what to install
+instead.
 
 A runtime takes any session (``dd.SparkRuntime(spark)``); this one is for a single machine.
 """
@@ -13,16 +10,12 @@ from __future__ import annotations
 
 import os
 import shutil
-import sys
-import sysconfig
-from collections.abc import Callable
-from typing import Any
 
 from pyspark.sql import SparkSession
 
 from ddflow.errors import DDFlowError
 
-__all__ = ["SparkUnavailableError", "local_session", "require_java", "ship_by_value"]
+__all__ = ["SparkUnavailableError", "local_session", "require_java"]
 
 
 class SparkUnavailableError(DDFlowError, RuntimeError):
@@ -92,27 +85,3 @@ def local_session(
         .config("spark.log.level", "ERROR")
         .getOrCreate()
     )
-
-
-def ship_by_value(fn: Callable[..., Any]) -> None:
-    """Make ``fn`` reach Spark's Python workers however its module was imported.
-
-    A function is pickled by reference to its module, which the workers then import. That
-    fails for a module the driver found through a path the workers do not have (a script's
-    sibling module, a notebook's helper file, a test module). So the module of a user's
-    function is pickled by value unless it is installed (the standard library or a
-    site-packages directory) or is ddflow's own.
-
-    >>> ship_by_value(len)  # a builtin: installed, pickled by reference
-    """
-    from pyspark import cloudpickle
-
-    name = getattr(fn, "__module__", None) or ""
-    module = sys.modules.get(name)
-    path = getattr(module, "__file__", None)
-    if module is None or path is None or name == "__main__" or name.split(".")[0] == "ddflow":
-        return  # __main__ and closures travel by value already
-    installed = {sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib", "purelib", "platlib")}
-    if any(os.path.abspath(path).startswith(os.path.abspath(p) + os.sep) for p in installed):
-        return
-    cloudpickle.register_pickle_by_value(module)

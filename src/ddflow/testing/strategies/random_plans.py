@@ -89,7 +89,8 @@ def plans(
     a constant, typed ``float64`` but computed in ``float32`` by a ``float32``; arithmetic of
     literals alone, folded in another type);
     ``extremes=False`` draws streams without integer extremes; ``spark=True`` leaves out what
-    the Spark runtime computes differently by design (``**``, by ``StrictMath``).
+    Spark SQL computes differently by design (``**``, by ``StrictMath``), for plans compared with
+    a computation in Spark SQL.
 
     >>> from hypothesis import given, settings
     >>> @settings(max_examples=5, database=None, deadline=None)
