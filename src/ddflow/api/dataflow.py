@@ -236,9 +236,7 @@ class Dataflow:
                 "this dataflow's worker processes were stopped at the end of its with block: "
                 "it cannot run again"
             )
-        host = getattr(self.runtime, "host_workers", None)
-        if host is not None and getattr(self.runtime, "workers", None) is None:
-            host = None
+        host = getattr(self.runtime, "host_workers", None)  # (Spark hosts its workers)
         if self.worker is None and self.workers > 1 and (self.processes or host is not None):
             from ddflow.runtime.workers import start_workers
 
