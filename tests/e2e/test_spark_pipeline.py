@@ -17,11 +17,25 @@ from ddflow.testing import frame_to_counter
 pytestmark = pytest.mark.spark
 
 
+#: the flows a test made, closed after it (two workers hosted by Spark hold a task slot)
+OPEN: list[dd.Dataflow] = []
+
+
+@pytest.fixture(autouse=True)
+def _close_flows():
+    yield
+    while OPEN:
+        OPEN.pop().close()
+
+
 def new_flow(spark, workers):
     """One worker, two worker processes, or two workers hosted by Spark (``"spark-2"``)."""
     if workers == "spark-2":
-        return dd.Dataflow(runtime=dd.SparkRuntime(spark, workers=2))
-    return dd.Dataflow(workers=workers)
+        flow = dd.Dataflow(runtime=dd.SparkRuntime(spark, workers=2))
+    else:
+        flow = dd.Dataflow(workers=workers)
+    OPEN.append(flow)
+    return flow
 
 
 def components(edges):
@@ -203,3 +217,25 @@ def test_streaming_files_into_windowed_components_and_parquet_sinks(spark, tmp_p
     assert frame_to_counter(table) == frame_to_counter(out.snapshot())
     assert snap_sink.epoch == len(batches) - 1
     assert log.written == sorted(set(log.written))
+
+
+def test_a_stopped_streaming_source_lets_go_of_its_flow(spark, tmp_path):
+    """(Spark's callback server keeps the source's foreachBatch function for the session's
+    life: a flow the source kept would keep its workers, and on Spark their task slots.)"""
+    import gc
+    import weakref
+
+    folder = str(tmp_path / "stream")
+    write_epoch_files(folder, [[(1, 2, 0)]])
+    flow = dd.Dataflow()
+    edges = flow.input("edges", schema={"src": "int64", "dst": "int64", "ts": "int64"})
+    out = edges.output()
+    stream = spark.readStream.schema(io.spark_schema(edges)).parquet(folder)
+    source = io.StreamingSource(stream, edges, flow, checkpoint=str(tmp_path / "ckpt"))
+    source.wait_for(1, timeout=120)
+    source.stop()
+    assert frame_to_counter(out.snapshot()) == {(1, 2, 0): 1}
+    alive = weakref.ref(flow)
+    del flow, edges, out
+    gc.collect()
+    assert alive() is None

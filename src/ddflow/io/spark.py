@@ -269,7 +269,7 @@ class StreamingSource:
             try:
                 if batch_id <= self.last_batch:
                     return
-                frame = pl.from_arrow(df.toArrow())
+                frame = pl.DataFrame(pl.from_arrow(df.toArrow()))
                 inp = self._input()
                 if isinstance(self.into, EventTimeWindow):
                     self.into.add(frame)
@@ -303,7 +303,12 @@ class StreamingSource:
             raise self.error
 
     def stop(self) -> None:
+        """Stop the query, and let go of the flow: Spark's callback server keeps this source
+        (its ``foreachBatch`` function) for the session's life, and a flow kept alive keeps
+        its workers (on Spark, their task slots)."""
         self.query.stop()
+        self.flow = None  # type: ignore[assignment]
+        self.into = None  # type: ignore[assignment]
 
 
 # ---------------------------------------------------------------------- sinks
@@ -395,7 +400,7 @@ class ParquetSnapshot:
 
 def read_change_log(path: str) -> pl.DataFrame:
     """The change log written by :class:`ParquetChangeLog`, as one Polars frame."""
-    parts = []
+    parts: list[pl.DataFrame] = []
     for name in sorted(os.listdir(path)):
         if not name.startswith("epoch="):
             continue
