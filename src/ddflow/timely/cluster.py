@@ -34,7 +34,7 @@ from typing import Any
 from ddflow.timely.lattice import Time, TimeType
 from ddflow.timely.operator import Operator
 from ddflow.timely.progress import ProgressGraph, Summary, Tracker
-from ddflow.timely.scheduler import propagate_before
+from ddflow.timely.scheduler import Stepping, propagate_before
 
 __all__ = [
     "Cluster",
@@ -74,7 +74,20 @@ class Idle(Operator):
                 raise RuntimeError(f"a message reached the placeholder of pinned {self.name}")
 
 
-class LoggedTracker(Tracker):
+class _RecordingTracker(Tracker):
+    """A tracker that also records each count change where it is sent from (``_change``)."""
+
+    def update_source(self, node: int, port: int, time: Sequence[int], delta: int) -> None:
+        self._change("s", node, port, time, delta)
+
+    def update_target(self, node: int, port: int, time: Sequence[int], delta: int) -> None:
+        self._change("t", node, port, time, delta)
+
+    def _change(self, kind: str, node: int, port: int, time: Sequence[int], delta: int) -> None:
+        raise NotImplementedError
+
+
+class LoggedTracker(_RecordingTracker):
     """The coordinator's tracker when workers run in other processes: it keeps every count
     change in :attr:`log` with the worker it came from (:attr:`origin`), so that each worker's
     replica (:class:`ReplicaTracker`) can be brought up to date with the others' changes."""
@@ -85,12 +98,6 @@ class LoggedTracker(Tracker):
         self.log: list[tuple[int, Time, int, int]] = []
         self.log_start = 0
         self.origin = 0
-
-    def update_source(self, node: int, port: int, time: Sequence[int], delta: int) -> None:
-        self._change("s", node, port, time, delta)
-
-    def update_target(self, node: int, port: int, time: Sequence[int], delta: int) -> None:
-        self._change("t", node, port, time, delta)
 
     def _change(self, kind: str, node: int, port: int, time: Sequence[int], delta: int) -> None:
         if delta:
@@ -117,7 +124,7 @@ class LoggedTracker(Tracker):
             self.log_start = cursor
 
 
-class ReplicaTracker(Tracker):
+class ReplicaTracker(_RecordingTracker):
     """A worker's copy of the coordinator's tracker, in the worker's process: the
     coordinator's counts as of its last command (:meth:`apply`) plus the worker's own changes
     since, which it keeps for the coordinator (:meth:`take`). Its frontiers lag the
@@ -127,12 +134,6 @@ class ReplicaTracker(Tracker):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.changes: list[tuple[int, Time, int]] = []
-
-    def update_source(self, node: int, port: int, time: Sequence[int], delta: int) -> None:
-        self._change("s", node, port, time, delta)
-
-    def update_target(self, node: int, port: int, time: Sequence[int], delta: int) -> None:
-        self._change("t", node, port, time, delta)
 
     def _change(self, kind: str, node: int, port: int, time: Sequence[int], delta: int) -> None:
         if delta:
@@ -255,9 +256,10 @@ def tracked_sets(ops: Sequence[Operator]) -> tuple[set[int], set[int], set[int]]
     )
 
 
-class Cluster:
+class Cluster(Stepping):
     """Runs the operators of one dataflow on several workers to quiescence (see the module):
-    the interface of :class:`~ddflow.timely.scheduler.Worker` over :attr:`shards`."""
+    the interface of :class:`~ddflow.timely.scheduler.Worker` over :attr:`shards` (a step
+    runs one operator on every worker with work for it)."""
 
     def __init__(self, workers: int) -> None:
         self.workers = workers
@@ -358,11 +360,6 @@ class Cluster:
 
     # ------------------------------------------------------------------ running
 
-    def step(self) -> bool:
-        """Run one operator (on every worker with work for it); return whether there was
-        one to run."""
-        return self._step(defer=False)
-
     def _step(self, defer: bool) -> bool:
         """As :meth:`~ddflow.timely.scheduler.Worker._step`, on every waiting worker."""
         if defer:
@@ -397,13 +394,3 @@ class Cluster:
         if self.on_step is not None:
             self.on_step(self.operators[index])
         return True
-
-    def run(self) -> None:
-        """Run until no operator has work left on any worker."""
-        if self.tracker is None:
-            self.start()
-        while self._step(defer=True):
-            pass
-
-    def idle(self) -> bool:
-        return not self._active

@@ -29,7 +29,7 @@ from ddflow.timely.lattice import Time
 from ddflow.timely.operator import Operator
 from ddflow.timely.progress import ProgressGraph, Tracker
 
-__all__ = ["Worker", "propagate_before"]
+__all__ = ["Stepping", "Worker", "propagate_before"]
 
 
 def propagate_before(tracker: Any, after: Operator | None, activate: Callable[[int], None]) -> None:
@@ -45,7 +45,35 @@ def propagate_before(tracker: Any, after: Operator | None, activate: Callable[[i
         tracker.count_pending()
 
 
-class Worker:
+class Stepping:
+    """``step``, ``run`` and ``idle`` of a scheduler (:class:`Worker`, and the
+    :class:`~ddflow.timely.cluster.Cluster` of several workers), from its ``_step``."""
+
+    tracker: Any
+    _active: list[int]
+
+    def start(self) -> None:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def _step(self, defer: bool) -> bool:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def step(self) -> bool:
+        """Run one operator; return whether there was one to run."""
+        return self._step(defer=False)
+
+    def run(self) -> None:
+        """Run until no operator has work left (propagating as :meth:`_step` defers)."""
+        if self.tracker is None:
+            self.start()
+        while self._step(defer=True):
+            pass
+
+    def idle(self) -> bool:
+        return not self._active
+
+
+class Worker(Stepping):
     """Runs the operators of one dataflow to quiescence."""
 
     def __init__(self) -> None:
@@ -129,10 +157,6 @@ class Worker:
 
     # ------------------------------------------------------------------ running
 
-    def step(self) -> bool:
-        """Run one operator; return whether there was one to run."""
-        return self._step(defer=False)
-
     def _step(self, defer: bool) -> bool:
         """:meth:`step`; with ``defer``, the pointstamp changes of a step are propagated only
         before an operator that reads frontiers runs, or when no operator is active, not after
@@ -169,13 +193,3 @@ class Worker:
         if self.on_step is not None:
             self.on_step(op)
         return True
-
-    def run(self) -> None:
-        """Run until no operator has work left (propagating as :meth:`_step` defers)."""
-        if self.tracker is None:
-            self.start()
-        while self._step(defer=True):
-            pass
-
-    def idle(self) -> bool:
-        return not self._active
