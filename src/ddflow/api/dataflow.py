@@ -98,6 +98,9 @@ class Dataflow:
         self._loop_counts: dict[str, dict[tuple[int, ...], int]] = {}
         #: the failure that stopped this dataflow (see :meth:`_check_usable`), if one did
         self.failure: DDFlowError | BaseException | None = None
+        #: what to do once the next :meth:`run` has run everything accepted (remove the files
+        #: a source staged for the workers to read, see :mod:`ddflow.io.spark`)
+        self._after_run: list[Callable[[], None]] = []
 
     # ------------------------------------------------------------------ building
 
@@ -287,6 +290,7 @@ class Dataflow:
         if not progress:
             with self._stop_on_failure():
                 self.worker.run()
+            self._ran()
             return
         watch = _ProgressWatch(
             _print_progress if progress is True else progress, every, quiet_end=progress is True
@@ -304,7 +308,13 @@ class Dataflow:
                 self.worker.run()
         finally:
             self.worker.on_step = previous
+        self._ran()
         watch.finish()
+
+    def _ran(self) -> None:
+        done, self._after_run = self._after_run, []
+        for fn in done:
+            fn()
 
     def step(self) -> bool:
         """Run one operator activation; returns whether there was work (``while

@@ -30,6 +30,7 @@ from ddflow.timely.lattice import EPOCHS
 
 if TYPE_CHECKING:
     from ddflow.api.dataflow import Dataflow
+    from ddflow.api.files import ParquetSplit
     from ddflow.differential.kernel import RowBatches
 
 __all__ = ["InputCollection"]
@@ -82,6 +83,8 @@ class InputCollection(Collection):
         #: per row); the columns of a diff are added when the epoch's batch is made
         self._buffer: list[tuple[pl.DataFrame, int | pl.Series]] = []
         self._messages: list[tuple[int, pl.DataFrame]] = []
+        #: files the workers read (see :meth:`read_parquet`), by epoch, not handed out yet
+        self._splits: list[tuple[int, list[ParquetSplit]]] = []
         self._op: Any = None
         self._batch_columns: dict[str, Any] | None = None
 
@@ -161,6 +164,39 @@ class InputCollection(Collection):
         except DDFlowError as e:  # re-raised pointing at the user's line
             raise type(e)(e.message, site=site) from None
         self._accept(data, -1, site, "remove_frame")
+
+    def read_parquet(self, paths: str | Iterable[str], diff: str | None = None) -> None:
+        """Insert the rows of Parquet files (paths of files, or of folders read whole), read
+        by the workers: each reads a share of the files' row groups, so that the data never
+        passes through this process (on Spark, the driver). With ``diff=name``, that integer
+        column holds each row's change of multiplicity.
+
+        Only the files' footers are read here, to check them against the schema (a file that
+        is not Parquet, a missing column, a column of another type, nulls where the schema
+        allows none): a bad file raises at this line and nothing of the call is accepted.
+        The files must stay in place until the epoch has run, and every worker must reach
+        them (on a Spark cluster: a shared file system). On a checked input (the default)
+        the rows are read here instead, because checking multiplicities needs every record
+        in this process; make the input with ``signed=True`` to have the workers read them."""
+        from ddflow.api.files import parquet_splits
+
+        site = call_site()
+        self._check_open(site, "read_parquet")
+        if diff is not None and diff in self.schema.names:
+            raise InputError(f"read_parquet: the diff column {diff!r} is in the schema", site=site)
+        splits = parquet_splits(paths, self.schema, diff, site)
+        if not splits:
+            return
+        if self._multiplicities is not None:
+            try:
+                data = pl.concat([s.read(self._epoch) for s in splits])
+            except DDFlowError as e:
+                raise type(e)(e.message, site=site) from None
+            self._accept(data.drop(TIME, DIFF), data.get_column(DIFF), site, "read_parquet")
+            return
+        self._flush()  # (what was inserted before is sent before: the order of the calls)
+        self._splits.append((self._epoch, splits))
+        self._activate()
 
     def _rows(self, rows: Iterable[Any], site: CallSite | None) -> pl.DataFrame:
         try:
@@ -276,7 +312,7 @@ class InputCollection(Collection):
 
     def _pending_work(self) -> bool:
         """Messages to send, or a capability to downgrade or drop."""
-        if self._messages:
+        if self._messages or self._splits:
             return True
         if self._op is None:
             return False
@@ -288,11 +324,15 @@ class InputCollection(Collection):
         out, self._messages = self._messages, []
         return out
 
+    def take_splits(self) -> list[tuple[int, list[ParquetSplit]]]:
+        out, self._splits = self._splits, []
+        return out
+
     def current_epoch(self) -> int | None:
         return None if self.closed else self._epoch
 
     def earliest_epoch(self) -> int | None:
-        epochs = [e for e, _ in self._messages]
+        epochs = [e for e, _ in self._messages] + [e for e, _ in self._splits]
         if not self.closed:
             epochs.append(self._epoch)
         return min(epochs) if epochs else None

@@ -36,12 +36,16 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
+from ddflow.differential.batch import DIFF
 from ddflow.errors import InputError, SchemaError, call_site
+from ddflow.timely.lattice import EPOCHS
 
 if TYPE_CHECKING:
     from ddflow.api.dataflow import Dataflow
     from ddflow.api.inputs import InputCollection
     from ddflow.api.outputs import Output
+
+(TIME,) = EPOCHS.columns()
 
 __all__ = [
     "EventTimeWindow",
@@ -81,14 +85,43 @@ def _check_columns(input: InputCollection, df: Any, diff: str | None) -> None:
         )
 
 
-def insert_dataframe(input: InputCollection, df: Any, diff: str | None = None) -> None:
+def insert_dataframe(
+    input: InputCollection, df: Any, diff: str | None = None, *, staging: str | None = None
+) -> None:
     """Insert a Spark DataFrame's rows into ``input`` at its current epoch; with ``diff=name``
-    that integer column holds each row's change of multiplicity (a DataFrame of changes)."""
+    that integer column holds each row's change of multiplicity (a DataFrame of changes).
+
+    The rows are collected through the driver, unless ``staging`` names a directory every
+    worker can reach and the input is made with ``signed=True``: Spark then writes the
+    DataFrame there as Parquet, its partitions in parallel, and the workers read a share each
+    (:meth:`~ddflow.api.inputs.InputCollection.read_parquet`); the files are removed once
+    the flow has run them."""
     _check_columns(input, df, diff)
     if diff is not None and diff not in df.columns:
         raise InputError(f"no diff column {diff!r} in the DataFrame", site=call_site())
+    if staging is not None and input.signed:
+        columns = [*input.schema.names, *([diff] if diff else [])]
+        _read_staged(input, df.select(*columns), staging, diff)
+        return
     frame = pl.from_arrow(df.toArrow())
     input.insert_frame(frame, diff=diff)
+
+
+def _read_staged(input: InputCollection, df: Any, staging: str, diff: str | None) -> None:
+    """Have Spark write ``df`` under ``staging`` and the workers read it (see
+    :func:`insert_dataframe`)."""
+    path = os.path.join(staging, f"ddflow-{input.name}-{uuid.uuid4().hex}")
+    try:
+        df.write.parquet(path)
+    except Exception as e:
+        shutil.rmtree(path, ignore_errors=True)
+        raise InputError(f"cannot stage the DataFrame in {staging}: {root_cause(e)}") from e
+    try:
+        input.read_parquet(path, diff=diff)
+    except BaseException:
+        shutil.rmtree(path, ignore_errors=True)
+        raise
+    input._flow._after_run.append(lambda: shutil.rmtree(path, ignore_errors=True))
 
 
 def insert_table(input: InputCollection, spark: Any, table: str) -> None:
@@ -97,11 +130,14 @@ def insert_table(input: InputCollection, spark: Any, table: str) -> None:
 
 
 class FolderSource:
-    """A folder whose new files (or sub-folders) are epochs, read with Spark.
+    """A folder whose new files (or sub-folders) are epochs.
 
     ``poll()`` reads every entry not seen before, in name order, each as the insertions of one
     epoch: it inserts, advances the flow by one epoch and runs it. Entries whose name starts
-    with ``_`` or ``.`` are ignored (temporary files of writers)."""
+    with ``_`` or ``.`` are ignored (temporary files of writers). Parquet files (without
+    reader ``options``) are read with Arrow by the workers, a share each, when the input is
+    made with ``signed=True`` (see :meth:`~ddflow.api.inputs.InputCollection.read_parquet`);
+    otherwise, and for CSV and JSON, Spark reads them and the rows pass through the driver."""
 
     def __init__(
         self,
@@ -140,6 +176,16 @@ class FolderSource:
 
             schema = schema.add(StructField(self.diff, LongType(), False))
         for name in self.pending():
+            if self.format == "parquet" and not self.options:
+                # (read by the workers, each a share of the row groups: see
+                # InputCollection.read_parquet)
+                epoch = self.input.epoch
+                self.input.read_parquet(os.path.join(self.path, name), diff=self.diff)
+                self.seen.add(name)
+                flow.advance_to(epoch + 1)
+                flow.run()
+                loaded.append(epoch)
+                continue
             reader = self.spark.read.format(self.format).options(**self.options).schema(schema)
             try:
                 df = reader.load(os.path.join(self.path, name))
@@ -237,7 +283,9 @@ class StreamingSource:
     ``foreachBatch`` calls back on the driver; the callback inserts the batch (through ``into``:
     an input, or an :class:`EventTimeWindow`), advances the flow one epoch and runs it. A
     micro-batch id at or below the last one processed is a replay after a failure and is
-    skipped, so each micro-batch lands in exactly one epoch."""
+    skipped, so each micro-batch lands in exactly one epoch. With ``staging`` (a directory
+    every worker can reach) and an input made with ``signed=True``, each micro-batch is
+    written there by Spark and read by the workers, as :func:`insert_dataframe` does."""
 
     def __init__(
         self,
@@ -246,9 +294,11 @@ class StreamingSource:
         flow: Dataflow,
         trigger: dict[str, Any] | None = None,
         checkpoint: str | None = None,
+        staging: str | None = None,
     ) -> None:
         self.flow = flow
         self.into = into
+        self.staging = staging
         self.last_batch = -1
         self.batches = 0
         self.error: BaseException | None = None
@@ -269,12 +319,11 @@ class StreamingSource:
             try:
                 if batch_id <= self.last_batch:
                     return
-                frame = pl.DataFrame(pl.from_arrow(df.toArrow()))
                 inp = self._input()
-                if isinstance(self.into, EventTimeWindow):
-                    self.into.add(frame)
+                if isinstance(self.into, EventTimeWindow):  # (it keeps the live records)
+                    self.into.add(pl.DataFrame(pl.from_arrow(df.toArrow())))
                 else:
-                    inp.insert_frame(frame.select(list(inp.schema.names)))
+                    insert_dataframe(inp, df.select(*inp.schema.names), staging=self.staging)
                 self.flow.advance_to(inp.epoch + 1)
                 self.flow.run()
                 self.last_batch = batch_id
@@ -352,33 +401,129 @@ def _write_parquet(frame: pl.DataFrame, directory: str, spark: Any) -> None:
     _replace_dir(tmp, directory)
 
 
+def _sink_node(output: Output, writer: Any, committer: Any) -> bool:
+    """Add a sink the workers write in parallel (a plan node reading the output's collection,
+    see :class:`~ddflow.differential.operators.io.PartSinkOp`); False if the flow has started
+    (its plan is fixed: the driver writes the sink then)."""
+    collection = output.collection
+    plan = collection.flow.plan
+    if plan.frozen:
+        return False
+    plan.add(
+        "sink",
+        (collection._node,),
+        collection.schema,
+        plan.top,
+        {"writer": writer, "committer": committer},
+        call_site(),
+    )
+    return True
+
+
+def _write_part(frame: pl.DataFrame, directory: str, worker: int) -> str:
+    """Write a worker's part in ``directory`` (a temporary file renamed: whole or absent)."""
+    os.makedirs(directory, exist_ok=True)
+    final = os.path.join(directory, f"part-{worker:05d}.parquet")
+    tmp = os.path.join(directory, f".part-{worker:05d}-{uuid.uuid4().hex}.tmp")
+    frame.write_parquet(tmp)
+    os.replace(tmp, final)
+    return final
+
+
+class _ChangeLogParts:
+    """A worker's parts of a change log: an epoch's changes it owns, in a directory of the
+    epoch's attempt that the commit renames into place."""
+
+    def __init__(self, path: str, attempt: str) -> None:
+        self.path, self.attempt = path, attempt
+
+    def staged(self, epoch: int) -> str:
+        return os.path.join(self.path, f"_tmp-epoch={epoch:09d}-{self.attempt}")
+
+    def write_part(
+        self, epoch: int, changes: pl.DataFrame, worker: int, state: Any
+    ) -> tuple[Any, Any]:
+        if not changes.height:
+            return None, state
+        frame = changes.rename({TIME: "time", DIFF: "diff"})
+        return _write_part(frame, self.staged(epoch), worker), state
+
+
 class ParquetChangeLog:
     """Appends each completed epoch's changes to a Parquet change log at ``path/epoch=N``.
 
-    With a Spark session the files are written by Spark; without one, by Arrow (the same
-    layout: Spark reads it with ``spark.read.parquet(path)``, ``epoch`` a partition column)."""
+    Made before the flow first runs, the log is written by the workers in parallel: each
+    writes the changes of the records it owns as a part of the epoch's directory, and the
+    driver renames the directory into place once every part is written. Made later, the
+    driver writes each epoch (with Spark if ``spark`` is given, else Arrow). Spark reads the
+    log with ``spark.read.parquet(path)``, ``epoch`` a partition column."""
 
     def __init__(self, output: Output, path: str, spark: Any = None) -> None:
         self.path = path
         self.spark = spark
         self.schema = output.schema
         self.written: list[int] = []
-        output.subscribe(self.write)
+        self._parts = _ChangeLogParts(path, uuid.uuid4().hex)
+        if not _sink_node(output, self._parts, self):
+            output.subscribe(self.write)
+
+    def commit(self, epoch: int, parts: list[Any]) -> None:
+        """(Every part of ``epoch`` is written: see the class.)"""
+        if parts:
+            _replace_dir(self._parts.staged(epoch), self._epoch_dir(epoch))
+            self.written.append(epoch)
+
+    def _epoch_dir(self, epoch: int) -> str:
+        return os.path.join(self.path, f"epoch={epoch:09d}")
 
     def write(self, changes: Any, epoch: int | None = None) -> None:
+        """Write changes (columns, ``time``, ``diff``) from here, each epoch's replacing what
+        was written for it before."""
         frame = changes if isinstance(changes, pl.DataFrame) else pl.from_pandas(changes)
         if epoch is None:
             epochs = frame.get_column("time").unique().to_list()
             for e in sorted(epochs):
                 self.write(frame.filter(pl.col("time") == e), int(e))
             return
-        _write_parquet(frame, os.path.join(self.path, f"epoch={epoch:09d}"), self.spark)
+        _write_parquet(frame, self._epoch_dir(epoch), self.spark)
         self.written.append(epoch)
+
+
+class _SnapshotParts:
+    """A worker's part of a snapshot: the output's records it owns (state: their counts),
+    rewritten at each epoch that changes them, beside the snapshot's directory."""
+
+    def __init__(self, parts: str, names: list[str]) -> None:
+        self.parts, self.names = parts, names
+
+    def write_part(
+        self, epoch: int, changes: pl.DataFrame, worker: int, state: Any
+    ) -> tuple[Any, Any]:
+        if not changes.height:
+            return None, state
+        delta = changes.select([*self.names, pl.col(DIFF).alias("count")])
+        live = delta if state is None else pl.concat([state, delta])
+        live = (
+            live.group_by(self.names, maintain_order=True)
+            .agg(pl.col("count").sum())
+            .filter(pl.col("count") != 0)
+        )
+        os.makedirs(self.parts, exist_ok=True)
+        final = os.path.join(self.parts, f"part-{worker:05d}-{epoch:09d}.parquet")
+        tmp = final + f".{uuid.uuid4().hex}.tmp"
+        live.write_parquet(tmp)
+        os.replace(tmp, final)
+        return (worker, final), live
 
 
 class ParquetSnapshot:
     """Keeps ``path`` holding the output's contents (columns + ``count``) as of the last
-    completed epoch; ``path/_EPOCH`` names that epoch."""
+    completed epoch (every ``every`` epochs); ``path/_EPOCH`` names that epoch.
+
+    Made before the flow first runs, it is written by the workers in parallel: each keeps
+    the records it owns and rewrites its part when they change; at each epoch the driver
+    links the latest parts into a new directory and renames it over ``path``. Made later,
+    the driver writes it."""
 
     def __init__(self, output: Output, path: str, spark: Any = None, every: int = 1) -> None:
         self.output = output
@@ -386,7 +531,35 @@ class ParquetSnapshot:
         self.spark = spark
         self.every = every
         self.epoch: int | None = None
-        output._epoch_listeners.append(self._on_epoch)
+        parent, name = os.path.split(os.path.abspath(path))
+        self._parts = _SnapshotParts(
+            os.path.join(parent, f".{name}.parts"), list(output.schema.names)
+        )
+        self._latest: dict[int, str] = {}
+        if not _sink_node(output, self._parts, self):
+            output._epoch_listeners.append(self._on_epoch)
+
+    def commit(self, epoch: int, parts: list[Any]) -> None:
+        """(Every part of ``epoch`` is written: see the class.)"""
+        for worker, file in parts:
+            old = self._latest.get(worker)
+            self._latest[worker] = file
+            if old is not None and old != file:
+                os.remove(old)
+        if epoch % self.every:
+            return
+        parent = os.path.dirname(os.path.abspath(self.path))
+        tmp = os.path.join(parent, f"_tmp-{uuid.uuid4().hex}")
+        os.makedirs(tmp)
+        for worker, file in sorted(self._latest.items()):
+            os.link(file, os.path.join(tmp, f"part-{worker:05d}.parquet"))
+        if not self._latest:  # (an empty snapshot still has the output's columns)
+            empty = pl.DataFrame(schema={**self.output.schema.polars_schema(), "count": pl.Int64})
+            empty.write_parquet(os.path.join(tmp, "part-00000.parquet"))
+        with open(os.path.join(tmp, "_EPOCH"), "w") as f:
+            f.write(str(epoch))
+        _replace_dir(tmp, self.path)
+        self.epoch = epoch
 
     def _on_epoch(self, epoch: int) -> None:
         if epoch % self.every:

@@ -22,7 +22,13 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
 from ddflow.differential.batch import DIFF
-from ddflow.differential.operators.io import InputOp, OutputOp, ProbeOp
+from ddflow.differential.operators.io import (
+    CommitOp,
+    InputOp,
+    OutputOp,
+    PartSinkOp,
+    ProbeOp,
+)
 from ddflow.differential.operators.join import ArrangeOp, Arranger, JoinOp
 from ddflow.differential.operators.linear import ConsolidateOp, Linear
 from ddflow.differential.operators.reduce import ReduceOp, ReduceSpec
@@ -86,9 +92,11 @@ def build_shard(
     same indices). Routes: the inputs of an arrangement or a reduce are exchanged by its keys
     (a fused function on the way is applied before, by the sender); the inputs of a
     consolidation (a loop's feedback, ``consolidate``) by the whole record, so that the
-    updates of a record meet; pinned operators (inputs, outputs, probes, vertices) exist on
-    worker 0 alone and everything they read is gathered there. Stateless operators run where
-    their input is."""
+    updates of a record meet; pinned operators (outputs, probes, vertices without a key) exist
+    on worker 0 alone and everything they read is gathered there. An input has a copy on every
+    worker (worker 0's reads the handle; every copy reads the files it is handed, see
+    :class:`~ddflow.differential.operators.io.InputOp`). Stateless operators run where their
+    input is."""
     _Builder(plan, kernels, inputs, last_epoch, loop_counts, shard).build()
 
 
@@ -331,19 +339,33 @@ class _Builder:
     # ------------------------------------------------------------------ sources and sinks
 
     def _op_input(self, node: Node) -> None:
-        def make() -> Operator:
-            source = self.inputs[node.params["name"]]
-            op = InputOp(source)
+        # (a copy on every worker, for the splits the workers read; worker 0's reads the
+        # handle)
+        source = self.inputs[node.params["name"]] if self.shard == 0 else None
+        op = InputOp(source, self.k)
+        if source is not None:
             source.attach(op)
-            return op
-
-        self._add(self._pinned(make, [], [EPOCHS]), node)
+        self._add(op, node)
 
     def _op_output(self, node: Node) -> None:
         op = self._pinned(
             lambda: OutputOp(self.k, node.params["sink"]._on_epoch, self.last_epoch), [EPOCHS], []
         )
         self._add(op, node, node.inputs)
+
+    def _op_sink(self, node: Node) -> None:
+        """A sink the workers write in parallel: a part sink on every worker, fed by an
+        exchange on the whole record, and the commit on worker 0 (see
+        :class:`~ddflow.differential.operators.io.PartSinkOp`)."""
+        writer = node.params["writer"]
+        part = PartSinkOp(self.k, writer, self.shard)
+        (source,) = node.inputs
+        names = tuple(source.schema.names)
+        self._add(part, None, node.inputs, lambda i: self._exchange(names))
+        committer: Any = node.params.get("committer")  # (on worker 0: it stays there)
+        commit = self._pinned(lambda: CommitOp(committer, self.last_epoch), [EPOCHS], [])
+        self.worker.add(commit)
+        self._connect(part, 0, commit, 0, self._gather())
 
     def _op_probe(self, node: Node) -> None:
         tt = node.scope.time_type

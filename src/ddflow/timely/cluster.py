@@ -5,8 +5,8 @@ the message queues of its own copies. An edge has a *route*: messages stay on th
 sent them (no route: a stateless operator runs where its input is), or go where the route
 says, each part of a batch to the worker that owns its key (an exchange before a keyed
 operator) or all of it to worker 0 (a gather before an output, a probe or a vertex that has
-no key). An operator that exists on worker 0 alone (*pinned*: inputs, outputs, probes,
-vertices without a key) is an inert placeholder on the others.
+no key). An operator that exists on worker 0 alone (*pinned*: outputs, probes, vertices
+without a key) is an inert placeholder on the others.
 
 Progress is tracked on the *logical* graph, once for all workers: a pointstamp's count is the
 sum over workers (a message sent to any worker is counted at its target when sent; a

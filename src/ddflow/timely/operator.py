@@ -80,8 +80,8 @@ class Operator:
     #: whether it reads only the frontier of all its inputs together (:meth:`input_frontier`):
     #: progress tracking then keeps one frontier for them, not one per input
     frontier_merged = False
-    #: whether the operator runs on worker 0 alone (with several workers: an input, an output,
-    #: a probe, a vertex without a key); everything routed to it goes to worker 0
+    #: whether the operator runs on worker 0 alone (with several workers: an output, a probe,
+    #: a vertex without a key); everything routed to it goes to worker 0
     pinned = False
 
     def __init__(

@@ -128,6 +128,13 @@ class Worker(Stepping):
             self.tracker.update_target(target, tport, time, 1)
             self.activate(target)
 
+    def deliver(self, target: int, port: int, time: Time, batch: Any) -> None:
+        """Queue a message at an operator from outside the graph's edges (an input's
+        splits, see :class:`~ddflow.differential.operators.io.InputOp`), counted from now on."""
+        self.queues[target][port].append((time, batch))
+        self.tracker.update_target(target, port, time, 1)
+        self.activate(target)
+
     def pull(self, op: int, port: int) -> list[tuple[Time, Any]]:
         q = self.queues[op][port]
         if not q:

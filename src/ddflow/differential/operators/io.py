@@ -4,10 +4,20 @@
   that epoch; ``advance_to(e)`` sends what is buffered and downgrades the capability to ``e``;
   ``close()`` drops it. Invariant: every update an input accepted is sent exactly once, at the
   epoch that was current when it was accepted.
+* With several workers, the input has a copy on every worker; the copy on worker 0 reads the
+  handle. Data the workers read themselves (a share of an epoch's files each: *splits*, see
+  :class:`Split`) is handed by worker 0's copy to the copies' *feed* (input port 0) at the
+  split's epoch, while it holds the capability for that epoch; each copy reads its splits and
+  sends their updates on from the worker it runs on.
 * An output collects the updates that reach it; once an epoch is complete at its input (no time
   ``<= epoch`` can still arrive) it consolidates that epoch's updates and hands them on, in epoch
   order, exactly once.
 * A probe only watches the frontier of its input.
+* A sink written by the workers in parallel is two operators: a :class:`PartSinkOp` on every
+  worker, fed by an exchange on the whole record (a record's updates meet on one worker),
+  writes its part of each complete epoch and sends the part's description to a
+  :class:`CommitOp` on worker 0, which commits an epoch once every part of it is written (its
+  frontier passed the epoch: no part sink still holds the epoch's capability).
 """
 
 from __future__ import annotations
@@ -18,7 +28,7 @@ from typing import Any, Protocol
 from ddflow.timely.lattice import EPOCHS, Time
 from ddflow.timely.operator import Operator
 
-__all__ = ["InputOp", "OutputOp", "ProbeOp"]
+__all__ = ["CommitOp", "InputOp", "InputSource", "OutputOp", "PartSinkOp", "ProbeOp", "Split"]
 
 
 class InputSource(Protocol):
@@ -36,28 +46,74 @@ class InputSource(Protocol):
         """The earliest epoch of an update not taken yet, or of updates still to come."""
         ...
 
+    def take_splits(self) -> list[tuple[int, list[Split]]]:
+        """The splits accepted since the last call, with their epochs."""
+        ...
+
     def attach(self, op: InputOp) -> None:
         """The input operator that reads this source (to activate it when fed)."""
         ...
 
 
-class InputOp(Operator):
-    name = "input"
+class Split(Protocol):
+    """A share of an epoch's updates that the worker given it reads itself (a few row groups
+    of a Parquet file, say): picklable, small, and read where it lands."""
 
-    def __init__(self, source: InputSource) -> None:
-        super().__init__([], [EPOCHS])
+    #: the share's weight (bytes, rows: what balances the workers' shares)
+    size: int
+
+    def read(self, epoch: int) -> Any:
+        """The share's updates as a Polars frame: the input's columns, then the epoch and the
+        diff (the columns of an input batch)."""
+        ...
+
+
+class InputOp(Operator):
+    """An input's copy on one worker: with a ``source`` (worker 0's), it sends what the handle
+    accepted and holds the capability of its current epoch; on every worker, it reads the
+    splits its feed receives (see the module)."""
+
+    name = "input"
+    watches_frontier = False
+
+    def __init__(self, source: InputSource | None, kernels: Any) -> None:
+        super().__init__([EPOCHS], [EPOCHS])
         self.source = source
+        self.kernels = kernels
+        #: the rows this copy read from splits (for tests and statistics)
+        self.rows_read = 0
 
     def on_start(self) -> None:
-        e = self.source.earliest_epoch()
+        e = None if self.source is None else self.source.earliest_epoch()
         if e is not None:
             self.hold((e,))
 
     def schedule(self) -> None:
+        for time, split in self.pull(0):
+            batch = self.kernels.from_polars(split.read(time[0]))
+            self.rows_read += self.kernels.height(batch)
+            if not self.kernels.is_empty(batch):
+                self.send(0, time, batch)
+        if self.source is None:
+            return
         for epoch, batch in self.source.take_messages():
             self.send(0, (epoch,), batch)
+        for epoch, splits in self.source.take_splits():
+            self._spread(epoch, splits)
         e = self.source.current_epoch()
         self.set_capabilities([] if e is None else [(e,)])
+
+    def _spread(self, epoch: int, splits: list[Split]) -> None:
+        """Hand the splits of an epoch to the workers' copies, the largest first, each to the
+        worker with the least so far (this copy holds the epoch's capability meanwhile)."""
+        worker: Any = self.worker
+        cluster = getattr(worker, "cluster", None)
+        workers = [worker] if cluster is None else cluster.shards
+        load = [0] * len(workers)
+        for split in sorted(splits, key=lambda s: -s.size):
+            w = load.index(min(load))
+            load[w] += max(1, split.size)
+            workers[w].deliver(self.index, 0, (epoch,), split)
 
 
 class OutputOp(Operator):
@@ -118,3 +174,86 @@ class ProbeOp(Operator):
 
     def frontier_now(self) -> list[Time]:
         return self.frontier(0)
+
+
+class PartWriter(Protocol):
+    """What writes a worker's parts of a sink (see :class:`PartSinkOp`): it is copied to
+    every worker."""
+
+    def write_part(self, epoch: int, changes: Any, worker: int, state: Any) -> tuple[Any, Any]:
+        """Write this worker's part of a complete ``epoch`` (``changes``: its consolidated
+        changes, a Polars frame of the columns, the epoch and the diff); returns the part's
+        description for :meth:`Committer.commit` (None: nothing written) and the worker's new state
+        (``state``: what the last call returned, None at first)."""
+        ...
+
+
+class Committer(Protocol):
+    """What commits a sink's epochs, on worker 0 (see :class:`CommitOp`)."""
+
+    def commit(self, epoch: int, parts: list[Any]) -> None:
+        """Every part of a complete ``epoch`` is written (``parts``: their descriptions)."""
+        ...
+
+
+class PartSinkOp(Operator):
+    """A worker's part of a sink: buffers the updates routed to it by epoch, holding each
+    epoch's capability until the epoch is complete here and its part is written and sent on
+    (to :class:`CommitOp`)."""
+
+    name = "sink"
+
+    def __init__(self, kernels: Any, writer: PartWriter, worker: int) -> None:
+        super().__init__([EPOCHS], [EPOCHS])
+        self.kernels = kernels
+        self.writer = writer
+        self.shard = worker
+        self.pending: dict[int, list[Any]] = {}
+        self.state: Any = None
+
+    def schedule(self) -> None:
+        k = self.kernels
+        for _, batch in self.pull(0):
+            for (e, *_), part in k.split_by_time(batch, EPOCHS):
+                if e not in self.pending:
+                    self.pending[e] = []
+                    self.hold((e,))
+                self.pending[e].append(part)
+        frontier = self.frontier(0)
+        bound = frontier[0][0] if frontier else None  # epochs < bound are complete
+        for e in sorted(self.pending):
+            if bound is not None and e >= bound:
+                break
+            changes = k.to_polars(k.consolidate(k.concat(self.pending.pop(e))))
+            part, self.state = self.writer.write_part(e, changes, self.shard, self.state)
+            if part is not None:
+                self.send(0, (e,), part)
+            self.release((e,))
+
+
+class CommitOp(Operator):
+    """Worker 0's end of a sink (see :class:`PartSinkOp`): commits each complete epoch, in
+    order, exactly once, with the parts written for it (none for an epoch without changes)."""
+
+    name = "commit"
+
+    def __init__(self, committer: Committer, last_epoch: Callable[[], int]) -> None:
+        super().__init__([EPOCHS], [])
+        self.committer = committer
+        self.last_epoch = last_epoch
+        self.parts: dict[int, list[Any]] = {}
+        self.complete_through = -1
+
+    def schedule(self) -> None:
+        for (e, *_), part in self.pull(0):
+            self.parts.setdefault(e, []).append(part)
+        self.settle()  # (no outputs: nothing to hold)
+        frontier = self.frontier(0)
+        last = (
+            frontier[0][0] - 1
+            if frontier
+            else max([self.complete_through, self.last_epoch(), *self.parts])
+        )
+        for e in range(self.complete_through + 1, last + 1):
+            self.committer.commit(e, self.parts.pop(e, []))
+            self.complete_through = e

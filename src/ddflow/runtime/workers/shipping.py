@@ -1,7 +1,8 @@
 """A plan sent to a worker process: the nodes and scopes as plain data, the user's functions
 with cloudpickle (lambdas and closures included).
 
-What only worker 0 runs stays behind: an output's sink, a probe, a vertex without a key (the
+What only worker 0 runs stays behind: an output's sink, a Parquet sink's committer (its part
+writer goes), a probe, a vertex without a key (the
 user's object; one with a key goes, each worker runs a copy), an ``inspect``'s function and the
 inputs' handles; the nodes are sent without them. A function that
 cannot be pickled (a closure over a lock, an open file) is reported when the dataflow is
@@ -22,7 +23,13 @@ from ddflow.plan.nodes import Node, Plan, Scope
 __all__ = ["check_shippable", "land", "ship"]
 
 #: the parameters each kind of node leaves behind (they live in the coordinator)
-_STAYS = {"output": ("sink",), "probe": ("probe",), "vertex": ("vertex",), "inspect": ("fn",)}
+_STAYS = {
+    "output": ("sink",),
+    "sink": ("committer",),
+    "probe": ("probe",),
+    "vertex": ("vertex",),
+    "inspect": ("fn",),
+}
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,11 @@ A message is one length-prefixed frame on a pipe (:class:`multiprocessing.connec
 a Unix socket pair). Its envelope (commands, pointstamp changes, times) is pickled; the batches
 it carries are Arrow IPC streams, written with pyarrow from the batch's columns and read back
 without copying, never pickled frames. A batch of the local runtime's row form
-(:class:`~ddflow.runtime.local.rows.Rows`) comes back as rows, a frame as a frame.
+(:class:`~ddflow.runtime.local.rows.Rows`) comes back as rows, a frame as a frame. A split (a
+share of an input's files that the worker reads itself, see
+:class:`~ddflow.differential.operators.io.Split`) and a sink's part written (see
+:class:`~ddflow.differential.operators.io.PartSinkOp`) are no batches: they are small
+descriptions, pickled.
 
 >>> import polars as pl
 >>> frame = pl.DataFrame({"k": [1, 2], "__t0": [0, 0], "__diff": [1, -1]})
@@ -24,7 +28,7 @@ from ddflow.runtime.local.rows import Rows
 
 __all__ = ["decode", "decode_batch", "encode", "encode_batch"]
 
-_FRAME, _ROWS = 0, 1
+_FRAME, _ROWS, _OBJECT = 0, 1, 2
 
 
 def encode_batch(batch: Any) -> tuple[int, bytes]:
@@ -35,6 +39,8 @@ def encode_batch(batch: Any) -> tuple[int, bytes]:
         table: Any = rows.to_arrow()
         form = _ROWS
     else:
+        if not isinstance(batch, pl.DataFrame):  # (a split, a part: see the module)
+            return _OBJECT, pickle.dumps(batch, protocol=pickle.HIGHEST_PROTOCOL)
         table, form = batch.to_arrow(), _FRAME
     sink = pa.BufferOutputStream()
     with pa.ipc.new_stream(sink, table.schema) as writer:
@@ -45,6 +51,8 @@ def encode_batch(batch: Any) -> tuple[int, bytes]:
 def decode_batch(data: tuple[int, bytes]) -> Any:
     """The batch :func:`encode_batch` encoded."""
     form, payload = data
+    if form == _OBJECT:
+        return pickle.loads(payload)
     table = pa.ipc.open_stream(payload).read_all()
     if form == _ROWS:
         schema = _polars_schema(table.schema)
