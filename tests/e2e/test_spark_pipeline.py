@@ -318,3 +318,22 @@ def test_dataframes_and_streams_staged_for_the_workers(spark, tmp_path, workers)
         source.stop()
     assert frame_to_counter(out.snapshot(2)) == {("a", 13): 1, ("b", 12): 1, ("c", 1): 1}
     assert os.listdir(staging) == []
+
+
+def test_the_spark_runtime_stages_what_the_executors_computed(spark):
+    flow = new_flow(spark, "spark-2")
+    staging = flow.runtime.staging
+    xs = flow.input("xs", schema={"k": "int64", "v": "int64"}, signed=True)
+    out = xs.group_by("k").agg(total=dd.sum("v")).output()
+    computed = spark.range(1000).selectExpr("id % 7 as k", "id as v")  # (by the executors)
+    xs.insert_frame(computed)
+    assert len(os.listdir(staging)) == 1
+    xs.insert_frame(pl.DataFrame({"k": [0], "v": [5]}))  # (at the driver: not staged)
+    assert len(os.listdir(staging)) == 1
+    flow.advance_to(1)
+    flow.run()
+    assert os.listdir(staging) == []
+    want = {
+        (k, sum(v for v in range(1000) if v % 7 == k) + (5 if k == 0 else 0)): 1 for k in range(7)
+    }
+    assert frame_to_counter(out.snapshot(0)) == want

@@ -8,6 +8,7 @@ epochs only move forward.
 
 from __future__ import annotations
 
+import shutil
 import sys
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, cast
@@ -52,7 +53,9 @@ class InputCollection(Collection):
     accepted before stays. A call's changes to one record are summed first, so a call that
     inserts a record and removes it is fine. An input made with ``signed=True``
     (``flow.input(name, schema, signed=True)``) holds signed changes: it checks nothing and
-    keeps nothing. (A Spark DataFrame given to an input is collected through Arrow.)
+    keeps nothing. (A Spark DataFrame given to an input is collected through Arrow, unless the
+    input is signed and the runtime stages DataFrames for its workers to read: see
+    ``dd.SparkRuntime``'s ``staging``.)
 
     >>> import ddflow as dd
     >>> flow = dd.Dataflow()
@@ -134,6 +137,14 @@ class InputCollection(Collection):
         collected). With ``diff=name``, that column holds each row's change of multiplicity."""
         site = call_site()
         self._check_open(site, "insert_frame")
+        if self.signed and _is_spark(frame):  # (large: staged for the workers to read)
+            stage = getattr(self._flow.runtime, "stage", None)
+            columns = self._columns(diff)
+            if stage is not None and all(c in frame.columns for c in columns):
+                path = stage(frame.select(*columns))
+                if path is not None:
+                    self._read_staged(path, diff)
+                    return
         frame = _to_local_frame(frame)
         diffs = None
         if diff is not None:
@@ -197,6 +208,19 @@ class InputCollection(Collection):
         self._flush()  # (what was inserted before is sent before: the order of the calls)
         self._splits.append((self._epoch, splits))
         self._activate()
+
+    def _columns(self, diff: str | None) -> list[str]:
+        return [*self.schema.names, *([diff] if diff else [])]
+
+    def _read_staged(self, path: str, diff: str | None) -> None:
+        """:meth:`read_parquet` of files staged for the workers (by Spark), removed once the
+        flow has run them (or at once if the call fails)."""
+        try:
+            self.read_parquet(path, diff=diff)
+        except BaseException:
+            shutil.rmtree(path, ignore_errors=True)
+            raise
+        self._flow._after_run.append(lambda: shutil.rmtree(path, ignore_errors=True))
 
     def _rows(self, rows: Iterable[Any], site: CallSite | None) -> pl.DataFrame:
         try:
@@ -367,9 +391,12 @@ def _as_polars(frame: Any) -> pl.DataFrame:
     return pl.DataFrame(pl.from_arrow(frame))
 
 
+def _is_spark(frame: Any) -> bool:
+    return type(frame).__module__.startswith("pyspark")
+
+
 def _to_local_frame(frame: Any) -> Any:
     """A Spark DataFrame is collected through Arrow; other frames pass through."""
-    mod = type(frame).__module__
-    if mod.startswith("pyspark"):
+    if _is_spark(frame):
         return pl.from_arrow(frame.toArrow())
     return frame

@@ -91,37 +91,25 @@ def insert_dataframe(
     """Insert a Spark DataFrame's rows into ``input`` at its current epoch; with ``diff=name``
     that integer column holds each row's change of multiplicity (a DataFrame of changes).
 
-    The rows are collected through the driver, unless ``staging`` names a directory every
-    worker can reach and the input is made with ``signed=True``: Spark then writes the
-    DataFrame there as Parquet, its partitions in parallel, and the workers read a share each
-    (:meth:`~ddflow.api.inputs.InputCollection.read_parquet`); the files are removed once
-    the flow has run them."""
+    On an input made with ``signed=True``, Spark can write the DataFrame as Parquet, its
+    partitions in parallel, for the workers to read a share each
+    (:meth:`~ddflow.api.inputs.InputCollection.read_parquet`): in ``staging`` if given (a
+    directory every worker reaches), else where the runtime stages DataFrames
+    (``dd.SparkRuntime``'s ``staging``). The files are removed once the flow has run them.
+    Otherwise the rows are collected through the driver."""
     _check_columns(input, df, diff)
     if diff is not None and diff not in df.columns:
         raise InputError(f"no diff column {diff!r} in the DataFrame", site=call_site())
     if staging is not None and input.signed:
-        columns = [*input.schema.names, *([diff] if diff else [])]
-        _read_staged(input, df.select(*columns), staging, diff)
+        from ddflow.runtime.spark.runtime import stage_dataframe
+
+        try:
+            path = stage_dataframe(df.select(*input._columns(diff)), staging)
+        except Exception as e:
+            raise InputError(f"cannot stage the DataFrame in {staging}: {root_cause(e)}") from e
+        input._read_staged(path, diff)
         return
-    frame = pl.from_arrow(df.toArrow())
-    input.insert_frame(frame, diff=diff)
-
-
-def _read_staged(input: InputCollection, df: Any, staging: str, diff: str | None) -> None:
-    """Have Spark write ``df`` under ``staging`` and the workers read it (see
-    :func:`insert_dataframe`)."""
-    path = os.path.join(staging, f"ddflow-{input.name}-{uuid.uuid4().hex}")
-    try:
-        df.write.parquet(path)
-    except Exception as e:
-        shutil.rmtree(path, ignore_errors=True)
-        raise InputError(f"cannot stage the DataFrame in {staging}: {root_cause(e)}") from e
-    try:
-        input.read_parquet(path, diff=diff)
-    except BaseException:
-        shutil.rmtree(path, ignore_errors=True)
-        raise
-    input._flow._after_run.append(lambda: shutil.rmtree(path, ignore_errors=True))
+    input.insert_frame(df, diff=diff)
 
 
 def insert_table(input: InputCollection, spark: Any, table: str) -> None:

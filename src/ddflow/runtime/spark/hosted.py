@@ -126,11 +126,16 @@ def _serve_task(
     files; elsewhere they come with Spark's ``--py-files``, as for any Spark job)."""
     from pyspark import BarrierTaskContext
 
+    context = BarrierTaskContext.get()
+    # (Polars sizes its thread pool when first imported: to the task's cores, not the
+    # executor's, unless the session says otherwise or this Python worker imported it before)
+    os.environ.setdefault("POLARS_MAX_THREADS", str(max(1, context.cpus())))
+
     from ddflow.runtime.workers.child import serve_connection
 
     sys.path.extend(p for p in paths if p not in sys.path and os.path.isdir(p))
 
-    index = BarrierTaskContext.get().partitionId() + 1
+    index = context.partitionId() + 1
     try:
         sock = socket.create_connection((host, port), timeout=START_TIMEOUT)
     except OSError:  # (the dataflow is gone: a retry of its stage has nothing to serve)

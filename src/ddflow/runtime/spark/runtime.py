@@ -9,15 +9,20 @@ runtime's settings.
 
 from __future__ import annotations
 
+import atexit
+import os
+import shutil
+import tempfile
+import uuid
 from typing import Any
 
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 
 from ddflow.runtime.local.kernels import LocalKernels
 from ddflow.runtime.local.settings import LocalSettings
 from ddflow.runtime.spark.hosted import HostedWorkers, task_slots
 
-__all__ = ["SparkRuntime"]
+__all__ = ["SparkRuntime", "stage_dataframe"]
 
 
 class SparkRuntime:
@@ -35,7 +40,11 @@ class SparkRuntime:
     ``workers``: how many workers (default: the session's task slots, ``local[2]``'s 2); the
     barrier stage takes ``workers - 1`` slots and leaves one free. ``settings``: the
     embedded kernels' thresholds (:class:`~ddflow.runtime.local.settings.LocalSettings`), as
-    for ``dd.LocalRuntime``. Results depend on neither.
+    for ``dd.LocalRuntime``. Results depend on neither. ``staging``: a directory the driver
+    and every executor reach, where a DataFrame the executors compute, given to an input made
+    with ``signed=True``, is written by Spark for the workers to read (see :meth:`stage`);
+    default: a temporary directory in local mode, none on a cluster (such DataFrames then pass
+    through the driver).
     """
 
     name = "spark"
@@ -46,6 +55,7 @@ class SparkRuntime:
         settings: LocalSettings | None = None,
         *,
         workers: int | None = None,
+        staging: str | None = None,
     ) -> None:
         if settings is None:
             settings = LocalSettings()
@@ -63,6 +73,17 @@ class SparkRuntime:
         #: the settings of the workers' embedded kernels
         self.worker_settings = settings
         self.kernels: Any = LocalKernels(settings)
+        #: where DataFrames are staged for the workers (see :meth:`stage`)
+        self.staging = staging if staging is not None else _default_staging(spark)
+
+    def stage(self, df: DataFrame) -> str | None:
+        """Have Spark write ``df`` as Parquet under :attr:`staging`, its partitions in
+        parallel, and return the path (for the workers to read and then remove); None for a
+        DataFrame whose rows are at the driver already (made from local data), or without a
+        staging directory."""
+        if self.staging is None or df.isLocal():
+            return None
+        return stage_dataframe(df, self.staging)
 
     def host_workers(self, workers: int) -> HostedWorkers:
         """What starts and stops workers 1 .. ``workers``-1 of a dataflow: the tasks of a
@@ -80,3 +101,25 @@ def _check_workers(workers: Any) -> int:
             f"SparkRuntime(spark, workers=...) takes a number of workers >= 1, got {workers!r}"
         )
     return workers
+
+
+def stage_dataframe(df: DataFrame, directory: str) -> str:
+    """Write ``df`` as Parquet in a new folder of ``directory`` (Spark, in parallel); the
+    folder's path."""
+    path = os.path.join(directory, f"ddflow-staged-{uuid.uuid4().hex}")
+    try:
+        df.write.parquet(path)
+    except BaseException:
+        shutil.rmtree(path, ignore_errors=True)
+        raise
+    return path
+
+
+def _default_staging(spark: SparkSession) -> str | None:
+    """A temporary directory in local mode (the driver is the executors' machine), removed at
+    exit; None on a cluster, where only the user knows a directory every executor reaches."""
+    if not str(spark.sparkContext.master).startswith("local"):
+        return None
+    path = tempfile.mkdtemp(prefix="ddflow-staging-")
+    atexit.register(shutil.rmtree, path, True)
+    return path
