@@ -25,6 +25,7 @@ from ddflow.api.dataflow import Dataflow, RunProgress
 from ddflow.api.inputs import InputCollection
 from ddflow.api.outputs import Output, Probe
 from ddflow.errors import (
+    CheckpointError,
     ClosedInputError,
     DataflowFailedError,
     DDFlowError,
@@ -57,6 +58,7 @@ def __getattr__(name: str) -> object:
 __all__ = [
     "Agg",
     "Arranged",
+    "CheckpointError",
     "ClosedInputError",
     "Collection",
     "DDFlowError",

@@ -123,6 +123,11 @@ class WorkerError(DDFlowError, RuntimeError):
     dataflow has stopped (see :class:`DataflowFailedError`)."""
 
 
+class CheckpointError(DDFlowError, RuntimeError):
+    """A checkpoint cannot be written or restored (the dataflow is not at a complete epoch, a
+    vertex keeps state it cannot save, the checkpoint is of another plan...)."""
+
+
 class DataflowFailedError(DDFlowError, RuntimeError):
     """A call on a dataflow that stopped when an operator failed inside ``run()``.
 

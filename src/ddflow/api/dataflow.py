@@ -23,6 +23,7 @@ Invariants:
 
 from __future__ import annotations
 
+import os
 import sys
 import time as _time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -35,6 +36,7 @@ from ddflow.api.inputs import InputCollection
 from ddflow.api.outputs import Output, Probe
 from ddflow.errors import (
     CallSite,
+    CheckpointError,
     DataflowFailedError,
     DDFlowError,
     GraphError,
@@ -69,7 +71,14 @@ class Dataflow:
     """
 
     def __init__(
-        self, runtime: Any = None, *, workers: int | None = None, processes: bool = True
+        self,
+        runtime: Any = None,
+        *,
+        workers: int | None = None,
+        processes: bool = True,
+        checkpoint: str | os.PathLike[str] | None = None,
+        checkpoint_every: int | None = None,
+        keep: int = 2,
     ) -> None:
         self.runtime = runtime if runtime is not None else LocalRuntime()
         self.kernels = self.runtime.kernels
@@ -101,6 +110,29 @@ class Dataflow:
         #: what to do once the next :meth:`run` has run everything accepted (remove the files
         #: a source staged for the workers to read, see :mod:`ddflow.io.spark`)
         self._after_run: list[Callable[[], None]] = []
+        if checkpoint_every is not None and (
+            checkpoint is None
+            or isinstance(checkpoint_every, bool)
+            or not isinstance(checkpoint_every, int)
+            or checkpoint_every < 1
+        ):
+            raise ValueError(
+                "Dataflow(checkpoint_every=N) takes a number of epochs >= 1, with "
+                "checkpoint=DIR naming where checkpoints go"
+            )
+        if isinstance(keep, bool) or not isinstance(keep, int) or keep < 1:
+            raise ValueError(f"Dataflow(keep=...) takes a number of checkpoints >= 1, got {keep!r}")
+        #: where checkpoints are written and restored from (see :meth:`checkpoint`)
+        self.checkpoint_dir = None if checkpoint is None else os.fspath(checkpoint)
+        self.checkpoint_every = checkpoint_every
+        self.keep = keep
+        #: the epoch of the last checkpoint written or restored
+        self.checkpointed: int | None = None
+        #: sources that keep a position for checkpoints (``checkpoint_values`` and
+        #: ``restore_values``), by a name of their own
+        self._sources: dict[str, Any] = {}
+        #: the positions of the sources in the checkpoint restored, for sources made after
+        self._positions: dict[str, Any] = {}
 
     # ------------------------------------------------------------------ building
 
@@ -315,6 +347,84 @@ class Dataflow:
         done, self._after_run = self._after_run, []
         for fn in done:
             fn()
+        every = self.checkpoint_every
+        if every is None or self.worker is None or not self.worker.idle():
+            return
+        from ddflow.api import checkpoints
+
+        try:
+            epoch = checkpoints.complete_epoch(self)
+        except CheckpointError:  # (not at a complete epoch now: at a later run)
+            return
+        last = -1 if self.checkpointed is None else self.checkpointed
+        if epoch - last >= every:
+            self._write_checkpoint()
+
+    def checkpoint(self) -> int:
+        """Write a checkpoint of the last complete epoch in ``Dataflow(checkpoint=DIR)``;
+        returns its epoch. Taken after ``run()``, with every open input at one epoch whose
+        updates have not run yet (:class:`~ddflow.errors.CheckpointError` says otherwise).
+        ``Dataflow(checkpoint_every=N)`` takes one after every N complete epochs by itself.
+        See :mod:`ddflow.api.checkpoints`."""
+        site = call_site()
+        self._check_usable(site)
+        if self.checkpoint_dir is None:
+            raise CheckpointError(
+                "this dataflow has nowhere to write checkpoints: Dataflow(checkpoint=DIR)",
+                site=site,
+            )
+        try:
+            return self._write_checkpoint()
+        except CheckpointError as e:
+            raise CheckpointError(e.message, site=site) from None
+
+    def _write_checkpoint(self) -> int:
+        from ddflow.api import checkpoints
+
+        assert self.checkpoint_dir is not None
+        self.checkpointed = checkpoints.write(self, self.checkpoint_dir, self.keep)
+        return self.checkpointed
+
+    def restore(self) -> int | None:
+        """Restore the latest whole checkpoint in ``Dataflow(checkpoint=DIR)``, into this
+        dataflow built as the one that wrote it; returns its epoch (None: there is none, and
+        nothing changed). The inputs are then at the epoch after it (``flow.epoch``): feed
+        them from there; sources that registered resume by themselves. The outputs hold the
+        checkpoint's epoch and go on from it; earlier epochs are not kept. Also the way back
+        after a failure inside ``run()``, in the same process: restore() rebuilds the
+        operators. A checkpoint that does not read whole is skipped, with a warning, for the
+        one before."""
+        site = call_site()
+        if self.checkpoint_dir is None:
+            raise CheckpointError(
+                "this dataflow has nowhere to restore from: Dataflow(checkpoint=DIR)", site=site
+            )
+        from ddflow.api import checkpoints
+
+        try:
+            epoch = checkpoints.restore(self, self.checkpoint_dir)
+        except CheckpointError as e:
+            raise CheckpointError(e.message, site=site) from None
+        if epoch is not None:
+            self.checkpointed = epoch
+        return epoch
+
+    def _register_source(self, key: str, source: Any) -> None:
+        """A source whose position goes into checkpoints (``checkpoint_values``, and
+        ``restore_values`` when restored, also after the restore if made after it)."""
+        self._sources[key] = source
+        if key in self._positions:
+            source.restore_values(self._positions[key])
+
+    def _reset(self) -> None:
+        """Let go of the operators (and worker processes), and of a failure, before a
+        restore builds them again."""
+        if self._processes is not None and self._stopped is None:
+            self._processes.stop(failed=self.failure is not None)
+        self._processes, self._stopped = None, None
+        self.worker = None
+        self.failure = None
+        self._after_run = []
 
     def step(self) -> bool:
         """Run one operator activation; returns whether there was work (``while

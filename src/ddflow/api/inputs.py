@@ -89,6 +89,8 @@ class InputCollection(Collection):
         #: files the workers read (see :meth:`read_parquet`), by epoch, not handed out yet
         self._splits: list[tuple[int, list[ParquetSplit]]] = []
         self._op: Any = None
+        #: the latest epoch of updates the dataflow has taken (see ddflow.api.checkpoints)
+        self._entered = -1
         self._batch_columns: dict[str, Any] | None = None
 
     @property
@@ -346,10 +348,13 @@ class InputCollection(Collection):
     # the InputSource protocol of ddflow.differential.operators.io.InputOp
     def take_messages(self) -> list[tuple[int, pl.DataFrame]]:
         out, self._messages = self._messages, []
+        if out:
+            self._entered = max(self._entered, *(e for e, _ in out))
         return out
 
     def take_splits(self) -> list[tuple[int, list[ParquetSplit]]]:
         out, self._splits = self._splits, []
+        self._entered = max([self._entered, *(e for e, _ in out)])
         return out
 
     def current_epoch(self) -> int | None:
@@ -363,6 +368,22 @@ class InputCollection(Collection):
 
     def attach(self, op: Any) -> None:
         self._op = op
+
+    def _restore(self, epoch: int, closed: bool, counts: pl.DataFrame | None, count: str) -> None:
+        """Be as a checkpoint recorded this input (:mod:`ddflow.api.checkpoints`): at
+        ``epoch`` (or closed), with nothing buffered, and, checked, with the multiplicities
+        ``counts`` (the records and their multiplicities in column ``count``)."""
+        self._epoch = epoch
+        self.closed = closed
+        self._buffer, self._messages, self._splits = [], [], []
+        self._entered = epoch - 1
+        self._op = None
+        if self.signed or closed:
+            self._multiplicities = None
+            return
+        self._multiplicities = Multiplicities(self.schema.polars_schema())
+        if counts is not None and counts.height:
+            self._multiplicities.apply(counts.drop(count), counts.get_column(count))
 
 
 def _update_rows(

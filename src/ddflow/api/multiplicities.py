@@ -133,6 +133,13 @@ class Multiplicities:
             + pending
         )
 
+    def records(self) -> tuple[pl.DataFrame, np.ndarray]:
+        """Every record held with a non-zero multiplicity, and those multiplicities (for a
+        checkpoint; :meth:`apply` of them to an empty one gives this one back)."""
+        if self._recent or self._pending:
+            self._merge(None, 0)
+        return self._base, self._counts.astype(np.int64)
+
     # ------------------------------------------------------------------ changing
 
     def apply(self, data: pl.DataFrame, diff: int | pl.Series) -> Shortfall | None:

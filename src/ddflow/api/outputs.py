@@ -50,6 +50,23 @@ class Output:
         self.completed_at: dict[int, float] = {}
         #: called with every completed epoch, changed or not (sinks that keep state current)
         self._epoch_listeners: list[Callable[[int], None]] = []
+        #: the epoch of the checkpoint restored: the changes before it are not kept
+        self._restored: int | None = None
+
+    def _restore(self, epoch: int, contents: pl.DataFrame) -> None:
+        """Hold, as a checkpoint recorded them, the contents at ``epoch`` (columns and
+        ``count``), as that epoch's changes (see :mod:`ddflow.api.checkpoints`)."""
+        self._log = self.collection.flow.kernels.change_log()
+        if contents.height:
+            self._log.append(
+                epoch,
+                contents.rename({"count": DIFF})
+                .with_columns(pl.lit(epoch, dtype=pl.Int64).alias("__t0"))
+                .select([*self.schema.names, "__t0", DIFF]),
+            )
+        self.complete_through = epoch
+        self.completed_at = {}
+        self._restored = epoch
 
     def _on_epoch(self, epoch: int, changes: Any) -> None:
         """Epoch ``epoch`` is complete, with ``changes`` (None, or as the runtime's ``to_log``
@@ -93,7 +110,16 @@ class Output:
                 f"(complete through {self.complete_through}); call run() after advance_to",
                 site=site,
             )
+        self._check_kept(epoch, site, "snapshot")
         return to_pandas(self.snapshot_polars(epoch), self.schema)
+
+    def _check_kept(self, epoch: int, site: CallSite | None, what: str) -> None:
+        if self._restored is not None and epoch < self._restored:
+            raise TimeError(
+                f"{what}(epoch={epoch}): this output was restored from a checkpoint of epoch "
+                f"{self._restored}, which keeps no earlier epoch",
+                site=site,
+            )
 
     def to_spark(self, spark: Any = None, epoch: int | None = None) -> Any:
         """The snapshot (:meth:`snapshot`) as a Spark DataFrame, in ``spark`` (default: the
@@ -113,11 +139,14 @@ class Output:
                 f"(complete through {self.complete_through}); call run() after advance_to",
                 site=site,
             )
+        if epoch is not None:
+            self._check_kept(epoch, site, "to_spark")
         return spark.createDataFrame(self.snapshot_polars(epoch).to_arrow())
 
     def snapshot_polars(self, epoch: int | None = None) -> pl.DataFrame:
         if epoch is None:
             epoch = self.complete_through
+        self._check_kept(epoch, call_site(), "snapshot_polars")
         names = list(self.schema.names)
         parts = [
             c if last <= epoch else c.filter(pl.col("__t0") <= epoch)

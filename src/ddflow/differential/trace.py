@@ -306,6 +306,23 @@ class Spine:
         """The number of updates the trace holds."""
         return sum(self.sizes)
 
+    def save(self) -> Any:
+        """Every update of the trace as one Polars frame, without the arrangement's key (for
+        a checkpoint; the batches are read, not merged)."""
+        k = self.kernels
+        return k.to_polars(k.drop_key(self.contents()))
+
+    def load(self, frame: Any) -> None:
+        """Hold the updates of ``frame`` (what :meth:`save` gave), arranged again, in a trace
+        that holds none."""
+        if self.batches:
+            raise RuntimeError("a trace is loaded only while empty")
+        k = self.kernels
+        if frame.height:
+            batch = k.arrange(k.from_polars(frame), self.keys)
+            self._reshaping()
+            self.batches, self.sizes = [batch], [k.height(batch)]
+
 
 class TraceHandle:
     """A reader's hold on a trace: the frontier from which it will read."""

@@ -147,6 +147,14 @@ class FolderSource:
             self.options.setdefault("header", "true")
         self.diff = diff
         self.seen: set[str] = set()
+        # (its position goes into the flow's checkpoints: restored, it reads on from there)
+        input.flow._register_source(f"folder {input.name} {os.path.abspath(path)}", self)
+
+    def checkpoint_values(self) -> Any:
+        return {"seen": sorted(self.seen)}
+
+    def restore_values(self, values: Any) -> None:
+        self.seen = set(values["seen"])
 
     def pending(self) -> list[str]:
         if not os.path.isdir(self.path):
@@ -155,42 +163,38 @@ class FolderSource:
         return [n for n in names if n not in self.seen]
 
     def poll(self) -> list[int]:
-        """Load every new entry as an epoch; returns the epochs loaded."""
+        """Load every new entry as an epoch; returns the epochs loaded. (An entry counts as
+        read before its epoch runs: a checkpoint the run takes has it.)"""
         flow = self.input.flow
         loaded = []
-        schema = spark_schema(self.input)
-        if self.diff is not None:
-            from pyspark.sql.types import LongType, StructField
-
-            schema = schema.add(StructField(self.diff, LongType(), False))
         for name in self.pending():
+            epoch = self.input.epoch
+            path = os.path.join(self.path, name)
             if self.format == "parquet" and not self.options:
                 # (read by the workers, each a share of the row groups: see
                 # InputCollection.read_parquet)
-                epoch = self.input.epoch
-                self.input.read_parquet(os.path.join(self.path, name), diff=self.diff)
-                self.seen.add(name)
-                flow.advance_to(epoch + 1)
-                flow.run()
-                loaded.append(epoch)
-                continue
-            reader = self.spark.read.format(self.format).options(**self.options).schema(schema)
-            try:
-                df = reader.load(os.path.join(self.path, name))
-                df = df.select(*[c for c in schema.fieldNames()])
-                rows = df.toArrow()
-            except Exception as e:  # a malformed file: name it, keep what was accepted
-                raise InputError(
-                    f"cannot read {os.path.join(self.path, name)}: {root_cause(e)}"
-                ) from e
-            frame = pl.from_arrow(rows)
-            epoch = self.input.epoch
-            self.input.insert_frame(frame, diff=self.diff)
+                self.input.read_parquet(path, diff=self.diff)
+            else:
+                self.input.insert_frame(self._read_with_spark(path), diff=self.diff)
             self.seen.add(name)
             flow.advance_to(epoch + 1)
             flow.run()
             loaded.append(epoch)
         return loaded
+
+    def _read_with_spark(self, path: str) -> pl.DataFrame:
+        schema = spark_schema(self.input)
+        if self.diff is not None:
+            from pyspark.sql.types import LongType, StructField
+
+            schema = schema.add(StructField(self.diff, LongType(), False))
+        reader = self.spark.read.format(self.format).options(**self.options).schema(schema)
+        try:
+            df = reader.load(path).select(*schema.fieldNames())
+            rows = df.toArrow()
+        except Exception as e:  # a malformed file: name it, keep what was accepted
+            raise InputError(f"cannot read {path}: {root_cause(e)}") from e
+        return pl.DataFrame(pl.from_arrow(rows))
 
 
 class EventTimeWindow:
@@ -231,6 +235,18 @@ class EventTimeWindow:
         self.watermark: int | None = None
         self.live = pl.DataFrame(schema=dict(input.schema.polars_schema()))
         self.dropped = 0
+        input.flow._register_source(f"window {input.name}", self)
+
+    def checkpoint_values(self) -> Any:
+        """(The live records and the watermark go into the flow's checkpoints.)"""
+        return {"watermark": self.watermark, "dropped": self.dropped, "live": self.live}
+
+    def restore_values(self, values: Any) -> None:
+        self.watermark, self.dropped, self.live = (
+            values["watermark"],
+            values["dropped"],
+            values["live"],
+        )
 
     def _bound(self) -> int | None:
         """Records with event time <= bound have expired."""
@@ -284,10 +300,18 @@ class StreamingSource:
         checkpoint: str | None = None,
         staging: str | None = None,
     ) -> None:
+        if flow.checkpoint_every not in (None, 1):
+            raise InputError(
+                "a StreamingSource needs Dataflow(checkpoint_every=1) on a flow that takes "
+                "checkpoints: Spark commits a micro-batch once it has run, so each must be in a "
+                "checkpoint before the next",
+                site=call_site(),
+            )
         self.flow = flow
         self.into = into
         self.staging = staging
         self.last_batch = -1
+        flow._register_source(f"stream {self._input().name}", self)
         self.batches = 0
         self.error: BaseException | None = None
         self._lock = threading.Lock()
@@ -298,6 +322,12 @@ class StreamingSource:
         if checkpoint:
             writer = writer.option("checkpointLocation", checkpoint)
         self.query = writer.start()
+
+    def checkpoint_values(self) -> Any:
+        return {"last_batch": self.last_batch}
+
+    def restore_values(self, values: Any) -> None:
+        self.last_batch = int(values["last_batch"])
 
     def _input(self) -> InputCollection:
         return self.into.input if isinstance(self.into, EventTimeWindow) else self.into
@@ -461,6 +491,12 @@ class ParquetChangeLog:
             _replace_dir(self._parts.staged(epoch), self._epoch_dir(epoch))
             self.written.append(epoch)
 
+    def checkpoint_values(self) -> Any:
+        return {"written": self.written}
+
+    def restore_values(self, values: Any) -> None:
+        self.written = list(values["written"])
+
     def _epoch_dir(self, epoch: int) -> str:
         return os.path.join(self.path, f"epoch={epoch:09d}")
 
@@ -496,12 +532,21 @@ class _SnapshotParts:
             .agg(pl.col("count").sum())
             .filter(pl.col("count") != 0)
         )
-        os.makedirs(self.parts, exist_ok=True)
         final = os.path.join(self.parts, f"part-{worker:05d}-{epoch:09d}.parquet")
-        tmp = final + f".{uuid.uuid4().hex}.tmp"
-        live.write_parquet(tmp)
-        os.replace(tmp, final)
+        self._write(final, live)
         return (worker, final), live
+
+    def _write(self, path: str, live: pl.DataFrame) -> None:
+        os.makedirs(self.parts, exist_ok=True)
+        tmp = path + f".{uuid.uuid4().hex}.tmp"
+        live.write_parquet(tmp)
+        os.replace(tmp, path)
+
+    def rewrite_part(self, part: Any, state: Any) -> None:
+        """(After a restore: the part a worker last wrote, from its state, if it is gone.)"""
+        _, path = part
+        if not os.path.exists(path):
+            self._write(path, state)
 
 
 class ParquetSnapshot:
@@ -526,6 +571,13 @@ class ParquetSnapshot:
         self._latest: dict[int, str] = {}
         if not _sink_node(output, self._parts, self):
             output._epoch_listeners.append(self._on_epoch)
+
+    def checkpoint_values(self) -> Any:
+        return {"latest": sorted(self._latest.items()), "epoch": self.epoch}
+
+    def restore_values(self, values: Any) -> None:
+        self._latest = {int(w): f for w, f in values["latest"]}
+        self.epoch = values["epoch"]
 
     def commit(self, epoch: int, parts: list[Any]) -> None:
         """(Every part of ``epoch`` is written: see the class.)"""

@@ -44,6 +44,7 @@ when the time is complete)::
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ddflow.errors import TimelyError
@@ -53,7 +54,7 @@ from ddflow.timely.progress import Summary
 if TYPE_CHECKING:
     from ddflow.timely.scheduler import Worker
 
-__all__ = ["Operator", "Vertex"]
+__all__ = ["Operator", "OperatorState", "Vertex"]
 
 
 class Operator:
@@ -185,6 +186,17 @@ class Operator:
             if t not in self._held:
                 self.hold(t)
 
+    # ------------------------------------------------------------------ checkpoints
+
+    def save_state(self) -> OperatorState | None:
+        """The operator's state for a checkpoint, taken when the dataflow is idle at a
+        complete epoch (see :mod:`ddflow.api.checkpoints`); None: it keeps none."""
+        return None
+
+    def load_state(self, state: OperatorState) -> None:
+        """Take the state :meth:`save_state` gave, in a copy of the operator just started."""
+        raise TimelyError(f"{self.name} keeps no state to restore")
+
     def activate(self) -> None:
         """Ask to be scheduled again."""
         assert self.worker is not None
@@ -192,6 +204,15 @@ class Operator:
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}#{self.index}({self.name})"
+
+
+@dataclass
+class OperatorState:
+    """An operator's state in a checkpoint: named frames (Polars, written as Parquet) and
+    named values that JSON holds (times as lists)."""
+
+    frames: dict[str, Any] = field(default_factory=dict)
+    values: dict[str, Any] = field(default_factory=dict)
 
 
 class Vertex:
@@ -222,6 +243,23 @@ class Vertex:
     @property
     def outputs_connected(self) -> bool:
         return self._runner is not None
+
+    def checkpoint(self) -> dict[str, Any]:
+        """The vertex's state, for a checkpoint of the dataflow: a dict of DataFrames (Polars
+        or pandas) and values JSON can hold. A vertex with no attributes has none; any other
+        must implement this and :meth:`restore`."""
+        state = sorted(k for k in vars(self) if k != "_runner")
+        if state:
+            raise NotImplementedError(
+                f"{type(self).__name__} keeps state ({', '.join(state)}): "
+                "implement checkpoint() and restore() to checkpoint its dataflow"
+            )
+        return {}
+
+    def restore(self, state: dict[str, Any]) -> None:
+        """Take back the state :meth:`checkpoint` gave (DataFrames come back as Polars)."""
+        if state:
+            raise NotImplementedError(f"{type(self).__name__} does not implement restore()")
 
     def on_recv(self, edge: int, batch: Any, time: Time) -> None:
         """Handle a batch that arrived on input ``edge`` at ``time``."""

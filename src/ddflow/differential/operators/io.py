@@ -25,8 +25,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from ddflow.errors import TimelyError
 from ddflow.timely.lattice import EPOCHS, Time
-from ddflow.timely.operator import Operator
+from ddflow.timely.operator import Operator, OperatorState
 
 __all__ = ["CommitOp", "InputOp", "InputSource", "OutputOp", "PartSinkOp", "ProbeOp", "Split"]
 
@@ -46,8 +47,8 @@ class InputSource(Protocol):
         """The earliest epoch of an update not taken yet, or of updates still to come."""
         ...
 
-    def take_splits(self) -> list[tuple[int, list[Split]]]:
-        """The splits accepted since the last call, with their epochs."""
+    def take_splits(self) -> list[tuple[int, list[Any]]]:
+        """The splits (:class:`Split`) accepted since the last call, with their epochs."""
         ...
 
     def attach(self, op: InputOp) -> None:
@@ -154,6 +155,14 @@ class OutputOp(Operator):
             self.on_epoch(e, None if changes is None else self.kernels.to_log(changes))
         self.complete_through = last
 
+    def save_state(self) -> OperatorState:
+        if self.pending:
+            raise TimelyError("an output holds changes of an epoch not complete")
+        return OperatorState(values={"complete_through": self.complete_through})
+
+    def load_state(self, state: OperatorState) -> None:
+        self.complete_through = state.values["complete_through"]
+
     def _epochs_pending(self) -> list[int]:
         out: set[int] = set()
         for b in self.pending:
@@ -210,6 +219,8 @@ class PartSinkOp(Operator):
         self.shard = worker
         self.pending: dict[int, list[Any]] = {}
         self.state: Any = None
+        #: the description of the last part written (see :meth:`load_state`)
+        self.last_part: Any = None
 
     def schedule(self) -> None:
         k = self.kernels
@@ -228,7 +239,23 @@ class PartSinkOp(Operator):
             part, self.state = self.writer.write_part(e, changes, self.shard, self.state)
             if part is not None:
                 self.send(0, (e,), part)
+                self.last_part = part
             self.release((e,))
+
+    def save_state(self) -> OperatorState:
+        if self.pending:
+            raise TimelyError("a sink holds changes of an epoch not complete")
+        frames = {} if self.state is None else {"state": self.state}
+        return OperatorState(frames, {"last_part": self.last_part})
+
+    def load_state(self, state: OperatorState) -> None:
+        """The worker's state, and its last part written again if it is gone (a later epoch's
+        commit removed it before the failure that led to this restore)."""
+        self.state = state.frames.get("state")
+        self.last_part = state.values["last_part"]
+        rewrite = getattr(self.writer, "rewrite_part", None)
+        if rewrite is not None and self.last_part is not None:
+            rewrite(self.last_part, self.state)
 
 
 class CommitOp(Operator):
@@ -257,3 +284,15 @@ class CommitOp(Operator):
         for e in range(self.complete_through + 1, last + 1):
             self.committer.commit(e, self.parts.pop(e, []))
             self.complete_through = e
+
+    def save_state(self) -> OperatorState:
+        if self.parts:
+            raise TimelyError("a sink's commit holds parts of an epoch not complete")
+        save = getattr(self.committer, "checkpoint_values", None)
+        values = {"complete_through": self.complete_through}
+        return OperatorState(values={**values, "committer": None if save is None else save()})
+
+    def load_state(self, state: OperatorState) -> None:
+        self.complete_through = state.values["complete_through"]
+        if state.values["committer"] is not None:
+            getattr(self.committer, "restore_values")(state.values["committer"])  # noqa: B009

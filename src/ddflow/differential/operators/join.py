@@ -27,7 +27,7 @@ from typing import Any
 
 from ddflow.differential.trace import Spine
 from ddflow.timely.lattice import Time, TimeType
-from ddflow.timely.operator import Operator
+from ddflow.timely.operator import Operator, OperatorState
 
 __all__ = ["ArrangeOp", "Arranger", "JoinOp"]
 
@@ -110,6 +110,12 @@ class ArrangeOp(Operator):
         ports = range(len(self.input_types))
         for t, batch in self.arranger.arrange([self.pull(p) for p in ports]):
             self.send(0, t, batch)
+
+    def save_state(self) -> OperatorState:
+        return OperatorState(frames={"trace": self.spine.save()})
+
+    def load_state(self, state: OperatorState) -> None:
+        self.spine.load(state.frames["trace"])
 
 
 class JoinOp(Operator):

@@ -20,8 +20,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from ddflow.errors import TimelyError
 from ddflow.timely.lattice import Time, TimeType
-from ddflow.timely.operator import Operator
+from ddflow.timely.operator import Operator, OperatorState
 from ddflow.timely.progress import Summary
 
 __all__ = ["ConsolidateOp", "Linear"]
@@ -99,6 +100,11 @@ class ConsolidateOp(Operator):
         self.increment = increment
         self.limit = limit
         self.buffer: dict[Time, list[Any]] = {}
+
+    def save_state(self) -> OperatorState | None:
+        if self.buffer:  # (a checkpoint is taken with nothing left to do)
+            raise TimelyError(f"{self.name} holds updates at {sorted(self.buffer)}")
+        return None
 
     def _out_time(self, t: Time) -> Time:
         return (*t[:-1], t[-1] + 1) if self.increment else t

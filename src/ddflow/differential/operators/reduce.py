@@ -44,9 +44,10 @@ from ddflow.differential.batch import weight_column
 from ddflow.differential.kernel import Batch, Kernels
 from ddflow.differential.operators.join import Arranger
 from ddflow.differential.trace import Spine
+from ddflow.errors import TimelyError
 from ddflow.timely.frontier import minimal_sorted
 from ddflow.timely.lattice import Time, TimeType
-from ddflow.timely.operator import Operator
+from ddflow.timely.operator import Operator, OperatorState
 
 if TYPE_CHECKING:
     from ddflow.differential.kernel import DistinctSkips
@@ -190,6 +191,15 @@ class ReduceOp(Operator):
         self.set_capabilities(self._minimal_pending())
         self.input_handle.set_since(frontier)
         self.output_handle.set_since(frontier)
+
+    def save_state(self) -> OperatorState:
+        if self.pending:  # (a checkpoint is taken with nothing left to do)
+            raise TimelyError(f"{self.name} has work pending at {sorted(self.pending)}")
+        return OperatorState(frames={"input": self.input.save(), "output": self.output.save()})
+
+    def load_state(self, state: OperatorState) -> None:
+        self.input.load(state.frames["input"])
+        self.output.load(state.frames["output"])
 
     def _ready(self, frontier: list[Time]) -> list[Time]:
         """The pending times complete at the input (no element of ``frontier`` before them)."""

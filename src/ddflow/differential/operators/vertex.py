@@ -9,6 +9,7 @@ capability is dropped when it returns.
 
 from __future__ import annotations
 
+import json
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -16,10 +17,10 @@ from typing import Any
 import polars as pl
 
 from ddflow.differential.batch import DIFF
-from ddflow.errors import TimelyError
+from ddflow.errors import CheckpointError, TimelyError
 from ddflow.schema import Schema
 from ddflow.timely.lattice import Time, TimeType
-from ddflow.timely.operator import Operator, Vertex
+from ddflow.timely.operator import Operator, OperatorState, Vertex
 
 __all__ = ["VertexOp"]
 
@@ -55,6 +56,46 @@ class VertexOp(Operator):
                 count = self.notifications.pop(t)
                 self._call(t, lambda tm=t: self.vertex.on_notify(tm))
                 self.release(t, count)
+
+    def save_state(self) -> OperatorState:
+        """The user's vertex's state (:meth:`~ddflow.timely.operator.Vertex.checkpoint`) and
+        the notifications it asked for."""
+        try:
+            user = self.vertex.checkpoint()
+        except NotImplementedError as e:
+            raise CheckpointError(str(e)) from None
+        if not isinstance(user, dict):
+            raise CheckpointError(
+                f"{type(self.vertex).__name__}.checkpoint() returned {type(user).__name__}, "
+                "not a dict"
+            )
+        frames: dict[str, Any] = {}
+        values: dict[str, Any] = {}
+        for name, v in user.items():
+            if isinstance(v, pl.DataFrame):
+                frames[name] = v
+            elif _is_pandas(v):
+                frames[name] = pl.from_pandas(v)
+            else:
+                try:
+                    json.dumps(v)
+                except (TypeError, ValueError):
+                    raise CheckpointError(
+                        f"{type(self.vertex).__name__}.checkpoint() gave {name!r} = "
+                        f"{type(v).__name__}: give DataFrames or values JSON can hold"
+                    ) from None
+                values[name] = v
+        notes = [[list(t), n] for t, n in sorted(self.notifications.items())]
+        return OperatorState(frames, {"user": values, "notifications": notes})
+
+    def load_state(self, state: OperatorState) -> None:
+        self.vertex.restore({**state.values["user"], **state.frames})
+        for t, n in state.values["notifications"]:
+            time = tuple(t)
+            self.notifications[time] = n
+            self.hold(time, n)
+        if self.notifications:
+            self.activate()
 
     def _call(self, t: Time, fn: Any) -> None:
         self.current = t

@@ -1,0 +1,39 @@
+"""A pipeline the crash harness kills and restarts (``tests/e2e/test_crash_restore.py``): a
+folder of Parquet files, one an epoch, into connected components and a per-node degree, with a
+Parquet change log and snapshot, checkpointed every ``EVERY`` epochs; on start it restores the
+latest checkpoint and reads on from there.
+
+    python crash_child.py IN OUT CHECKPOINTS EVERY WORKERS
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import ddflow as dd
+from ddflow.io import spark as io
+
+
+def main(folder: str, out: str, checkpoints: str, every: int, workers: int) -> None:
+    flow = dd.Dataflow(
+        workers=workers, processes=False, checkpoint=checkpoints, checkpoint_every=every
+    )
+    edges = flow.input("edges", schema={"src": "int64", "dst": "int64"})
+    labels = dd.graph.connected_components(edges).output()
+    degree = edges.group_by("src").agg(n=dd.count()).output()
+    io.ParquetChangeLog(labels, os.path.join(out, "log"))
+    io.ParquetSnapshot(labels, os.path.join(out, "snapshot"))
+    io.ParquetChangeLog(degree, os.path.join(out, "degree-log"))
+    source = io.FolderSource(None, edges, folder, diff="d")  # (Parquet: read without Spark)
+    # (each complete epoch said on stdout, for the harness to choose when to kill)
+    degree.subscribe(lambda changes: print("epoch", int(changes["time"].max()), flush=True))
+    print("restored", flow.restore(), flush=True)
+    source.poll()
+    flow.close()
+    with open(os.path.join(out, "DONE"), "w") as f:
+        f.write(str(flow.epoch))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]))
