@@ -21,6 +21,7 @@ BENCHMARKS = {
     "realdata": "benchmarks.realdata",
     "demo": "benchmarks.demo",
     "workers": "benchmarks.workers",
+    "checkpoint": "benchmarks.checkpoint",
 }
 
 

@@ -326,3 +326,16 @@ def test_spark_cc_on_hosted_workers(restored: Any, capsys: pytest.CaptureFixture
         rel=0.01,
     )
     assert r["small_graph_single_change_ms"] > 0
+
+
+def test_checkpoint(capsys: pytest.CaptureFixture[str]) -> None:
+    # (the restored, the rebuilt and the uninterrupted flows' labels are checked equal in it)
+    r = run_benchmark("checkpoint", capsys)
+    assert r["edges"] == 20_000 and r["checkpoint_bytes"] > 0
+    for part in ("write", "restore", "rebuild_from_input"):
+        check_summary(r[part], runs=3)
+    check_ratio(
+        r["restore_speedup_vs_rebuild"],
+        r["rebuild_from_input"]["median_ms"],
+        r["restore"]["median_ms"],
+    )

@@ -306,22 +306,28 @@ class Spine:
         """The number of updates the trace holds."""
         return sum(self.sizes)
 
-    def save(self) -> Any:
-        """Every update of the trace as one Polars frame, without the arrangement's key (for
-        a checkpoint; the batches are read, not merged)."""
+    def save(self, name: str) -> dict[str, Any]:
+        """The trace's batches as Polars frames without the arrangement's key, named
+        ``name.0``, ``name.1``... (for a checkpoint: read as they are held, not merged, each
+        still in key order)."""
         k = self.kernels
-        return k.to_polars(k.drop_key(self.contents()))
+        return {f"{name}.{i}": k.to_polars(k.drop_key(b)) for i, b in enumerate(self.parts())}
 
-    def load(self, frame: Any) -> None:
-        """Hold the updates of ``frame`` (what :meth:`save` gave), arranged again, in a trace
-        that holds none."""
+    def load(self, frames: dict[str, Any], name: str) -> None:
+        """Hold the batches :meth:`save` gave (arranged again: their key codes computed, and
+        found in order), in a trace that holds none."""
         if self.batches:
             raise RuntimeError("a trace is loaded only while empty")
         k = self.kernels
-        if frame.height:
-            batch = k.arrange(k.from_polars(frame), self.keys)
-            self._reshaping()
-            self.batches, self.sizes = [batch], [k.height(batch)]
+        parts = sorted(
+            (int(n.rsplit(".", 1)[1]), f) for n, f in frames.items() if n.startswith(f"{name}.")
+        )
+        self._reshaping()
+        for _, frame in parts:
+            if frame.height:
+                batch = k.arrange(k.from_polars(frame), self.keys)
+                self.batches.append(batch)
+                self.sizes.append(k.height(batch))
 
 
 class TraceHandle:

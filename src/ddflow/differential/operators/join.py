@@ -112,10 +112,10 @@ class ArrangeOp(Operator):
             self.send(0, t, batch)
 
     def save_state(self) -> OperatorState:
-        return OperatorState(frames={"trace": self.spine.save()})
+        return OperatorState(frames=self.spine.save("trace"))
 
     def load_state(self, state: OperatorState) -> None:
-        self.spine.load(state.frames["trace"])
+        self.spine.load(state.frames, "trace")
 
 
 class JoinOp(Operator):

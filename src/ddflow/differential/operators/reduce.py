@@ -195,11 +195,11 @@ class ReduceOp(Operator):
     def save_state(self) -> OperatorState:
         if self.pending:  # (a checkpoint is taken with nothing left to do)
             raise TimelyError(f"{self.name} has work pending at {sorted(self.pending)}")
-        return OperatorState(frames={"input": self.input.save(), "output": self.output.save()})
+        return OperatorState(frames={**self.input.save("input"), **self.output.save("output")})
 
     def load_state(self, state: OperatorState) -> None:
-        self.input.load(state.frames["input"])
-        self.output.load(state.frames["output"])
+        self.input.load(state.frames, "input")
+        self.output.load(state.frames, "output")
 
     def _ready(self, frontier: list[Time]) -> list[Time]:
         """The pending times complete at the input (no element of ``frontier`` before them)."""
