@@ -290,11 +290,6 @@ def test_when_a_checkpoint_cannot_be_taken_it_says_why(tmp_path):
         nowhere.checkpoint()
     empty, _, _ = count_flow(tmp_path / "empty")
     assert empty.restore() is None
-    processes, zs, _ = count_flow(tmp_path / "p", workers=2)
-    run_epochs(processes, zs, 1)
-    with pytest.raises(dd.CheckpointError, match="not supported yet"):
-        processes.checkpoint()
-    processes.close()
 
 
 def test_after_a_failure_in_run_restore_brings_the_same_flow_back(tmp_path):
@@ -355,3 +350,39 @@ def test_the_cost_follows_the_live_state_not_the_history(tmp_path):
         if f.startswith("worker-")
     )
     assert rows <= 4 * 50, rows
+
+
+@pytest.mark.parametrize("host", ["processes", pytest.param("spark", marks=pytest.mark.spark)])
+def test_worker_processes_and_spark_tasks_write_and_load_their_parts(tmp_path, host, request):
+    """Each worker writes its part of the checkpoint (on Spark, the tasks: the directory is
+    one every executor reaches, here the machine's)."""
+    stream = [([(1, 2), (2, 3), (5, 6)], []), ([(3, 4)], [(1, 2)]), ([(6, 7), (4, 1)], [])]
+    stream += [([(7, 5)], [(2, 3)]), ([(1, 2)], [(6, 7)])]
+
+    def make(directory):
+        if host == "spark":
+            spark = request.getfixturevalue("spark")
+            flow = dd.Dataflow(runtime=dd.SparkRuntime(spark, workers=2), checkpoint=directory)
+        else:
+            flow = dd.Dataflow(workers=2, checkpoint=directory)
+        edges, outputs = graph_queries(flow)
+        return flow, edges, outputs
+
+    flow, edges, outputs = make(None)
+    feed(flow, edges, stream, 0)
+    expected = [results(outputs, e) for e in range(len(stream))]
+    flow.close()
+    flow, edges, outputs = make(tmp_path)
+    feed(flow, edges, stream[:2], 0)
+    assert flow.checkpoint() == 1
+    flow.close()
+    parts = os.listdir(tmp_path / "epoch=000000001")
+    assert "worker-0" in parts and "worker-1" in parts
+    flow, edges, outputs = make(tmp_path)
+    try:
+        assert flow.restore() == 1
+        feed(flow, edges, stream[2:], 2)
+        for e in range(1, len(stream)):
+            assert results(outputs, e) == expected[e], e
+    finally:
+        flow.close()

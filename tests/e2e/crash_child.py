@@ -4,6 +4,8 @@ Parquet change log and snapshot, checkpointed every ``EVERY`` epochs; on start i
 latest checkpoint and reads on from there.
 
     python crash_child.py IN OUT CHECKPOINTS EVERY WORKERS
+
+``WORKERS``: a number of workers in this process, or ``Np`` for N worker processes.
 """
 
 from __future__ import annotations
@@ -15,9 +17,12 @@ import ddflow as dd
 from ddflow.io import spark as io
 
 
-def main(folder: str, out: str, checkpoints: str, every: int, workers: int) -> None:
+def main(folder: str, out: str, checkpoints: str, every: int, workers: str) -> None:
     flow = dd.Dataflow(
-        workers=workers, processes=False, checkpoint=checkpoints, checkpoint_every=every
+        workers=int(workers.rstrip("p")),
+        processes=workers.endswith("p"),
+        checkpoint=checkpoints,
+        checkpoint_every=every,
     )
     edges = flow.input("edges", schema={"src": "int64", "dst": "int64"})
     labels = dd.graph.connected_components(edges).output()
@@ -36,4 +41,4 @@ def main(folder: str, out: str, checkpoints: str, every: int, workers: int) -> N
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]))
+    main(sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5])

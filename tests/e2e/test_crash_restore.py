@@ -88,7 +88,9 @@ def outcome(out):
     return logs, snapshot
 
 
-@pytest.mark.parametrize(("every", "workers", "seed"), [(1, 1, 1), (3, 1, 2), (1, 2, 3), (3, 2, 4)])
+@pytest.mark.parametrize(
+    ("every", "workers", "seed"), [(1, "1", 1), (3, "1", 2), (1, "2", 3), (3, "2", 4), (1, "2p", 5)]
+)
 def test_killed_and_restarted_it_ends_as_a_run_never_interrupted(tmp_path, every, workers, seed):
     folder = str(tmp_path / "in")
     write_epochs(folder, EPOCHS, seed)

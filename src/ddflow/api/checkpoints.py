@@ -16,6 +16,9 @@ is complete, with nothing of epoch ``X`` run yet: its epoch is ``X - 1``. It hol
 
 Layout: ``DIR/epoch=000000042/manifest.json`` (JSON: the above, and the SHA-256 and size of every
 other file) beside Parquet files, ``worker-W/op-I-NAME.parquet`` for the operators' frames.
+Each worker writes and loads its own part (:mod:`ddflow.plan.state`), a worker process or a
+Spark task too: the directory must be one every worker reaches. A checkpoint is restored on as
+many workers as wrote it.
 A checkpoint is written in ``DIR/_tmp-*`` and renamed into place once whole, so a reader sees it
 whole or not at all; the ``keep`` newest are kept. Restoring takes the newest checkpoint whose
 manifest reads and whose files match their checksums; a damaged one is skipped, with a warning
@@ -34,11 +37,9 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
-from ddflow.differential.operators.io import InputOp
-from ddflow.differential.operators.vertex import VertexOp
-from ddflow.errors import CheckpointError, TimelyError
+from ddflow.errors import CheckpointError
 from ddflow.plan.nodes import Node, Plan
-from ddflow.timely.operator import Operator, OperatorState
+from ddflow.plan.state import Files, load_operators, save_operators
 
 if TYPE_CHECKING:
     from ddflow.api.dataflow import Dataflow
@@ -104,49 +105,36 @@ def complete_epoch(flow: Dataflow) -> int:
     return x - 1
 
 
-def _operators(flow: Dataflow) -> list[list[Operator]]:
-    """Every worker's copies of the operators."""
+def _workers(flow: Dataflow) -> list[Any]:
+    """The workers: the one worker, or each shard of a cluster (in this process, or the proxy
+    of one in another process or a Spark task, which writes and loads its part itself)."""
     shards = getattr(flow.worker, "shards", None)
-    if shards is None:
-        return [flow.worker.operators]
-    if not all(s.local for s in shards):
-        raise CheckpointError(
-            "checkpoints of a dataflow whose workers are other processes (or Spark tasks) are "
-            "not supported yet; Dataflow(workers=N, processes=False) runs them in this process"
-        )
-    return [s.operators for s in shards]
+    return [flow.worker] if shards is None else list(shards)
 
 
-class _Writer:
-    """The files of one checkpoint, written in a temporary directory."""
+def _save_worker(worker: Any, w: int, root: str) -> tuple[list[Any], dict[str, Any]]:
+    if getattr(worker, "local", True):
+        return save_operators(worker.operators, root, w)
+    entries, files = worker.save_state(root)
+    return entries, files
 
-    def __init__(self, root: str) -> None:
-        self.root = root
-        self.files: dict[str, dict[str, Any]] = {}
 
-    def frame(self, name: str, frame: pl.DataFrame) -> str:
-        path = os.path.join(self.root, name)
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        frame.write_parquet(path)
-        self._record(name, path)
-        return name
-
-    def _record(self, name: str, path: str) -> None:
-        with open(path, "rb") as f:
-            data = f.read()
-            os.fsync(f.fileno())
-        self.files[name] = {"sha256": hashlib.sha256(data).hexdigest(), "bytes": len(data)}
+def _load_worker(worker: Any, root: str, entries: list[Any]) -> None:
+    if getattr(worker, "local", True):
+        load_operators(worker.operators, root, entries)
+    else:
+        worker.load_state(root, entries)
 
 
 def write(flow: Dataflow, directory: str, keep: int) -> int:
     """Write a checkpoint of ``flow`` in ``directory`` (see the module); its epoch."""
     epoch = complete_epoch(flow)
-    workers = _operators(flow)
+    workers = _workers(flow)
     os.makedirs(directory, exist_ok=True)
     tmp = os.path.join(directory, f"_tmp-{uuid.uuid4().hex}")
     os.makedirs(tmp)
     try:
-        files = _Writer(tmp)
+        files = Files(tmp)
         manifest: dict[str, Any] = {
             "format": FORMAT,
             "epoch": epoch,
@@ -166,10 +154,11 @@ def write(flow: Dataflow, directory: str, keep: int) -> int:
             files.frame(f"outputs/{i}.parquet", _contents(out.snapshot_polars(epoch)))
             for i, out in enumerate(flow.outputs)
         ]
-        manifest["operators"] = [
-            [e for op in ops if (e := _save_operator(files, w, op)) is not None]
-            for w, ops in enumerate(workers)
-        ]
+        manifest["operators"] = []
+        for w, worker in enumerate(workers):
+            entries, written = _save_worker(worker, w, tmp)
+            manifest["operators"].append(entries)
+            files.files.update(written)
         manifest["sources"] = {
             key: _save_values(files, f"sources/{i}", s.checkpoint_values())
             for i, (key, s) in enumerate(sorted(flow._sources.items()))
@@ -194,7 +183,7 @@ def write(flow: Dataflow, directory: str, keep: int) -> int:
     return epoch
 
 
-def _save_values(files: _Writer, prefix: str, values: dict[str, Any]) -> dict[str, Any]:
+def _save_values(files: Files, prefix: str, values: dict[str, Any]) -> dict[str, Any]:
     """A source's position: its frames written, the rest kept for JSON."""
     frames = {
         n: files.frame(f"{prefix}-{n}.parquet", v)
@@ -207,26 +196,6 @@ def _save_values(files: _Writer, prefix: str, values: dict[str, Any]) -> dict[st
 
 def _contents(snapshot: pl.DataFrame) -> pl.DataFrame:
     return snapshot.rename({"count": COUNT})
-
-
-def _save_operator(files: _Writer, worker: int, op: Operator) -> dict[str, Any] | None:
-    """The manifest's entry of an operator's state (its frames written), None if it keeps
-    none. Only an input's and a vertex's capabilities may be held: a checkpoint is taken with
-    nothing left to do."""
-    try:
-        state = op.save_state()
-    except TimelyError as e:
-        raise CheckpointError(f"{e}: run() first") from None
-    if op.held() and not isinstance(op, (InputOp, VertexOp)):
-        raise CheckpointError(f"{op.name} holds capabilities at {op.held()}: run() first")
-    if state is None:
-        return None
-    entry: dict[str, Any] = {"index": op.index, "name": op.name, "frames": {}}
-    for name, frame in state.frames.items():
-        path = f"worker-{worker}/op-{op.index}-{name}.parquet"
-        entry["frames"][name] = files.frame(path, frame)
-    entry["values"] = state.values
-    return entry
 
 
 def _prune(directory: str, keep: int) -> None:
@@ -328,14 +297,5 @@ def _load(flow: Dataflow, root: str, manifest: dict[str, Any]) -> None:
         if source is not None:
             source.restore_values(values)
     flow._ensure_built()
-    workers = _operators(flow)
-    for ops, entries in zip(workers, manifest["operators"], strict=True):
-        for entry in entries:
-            op = ops[entry["index"]]
-            if op.name != entry["name"]:
-                raise CheckpointError(
-                    f"operator {entry['index']} is {op.name} here and {entry['name']} in the "
-                    "checkpoint"
-                )
-            frames = {n: frame(p) for n, p in entry["frames"].items()}
-            op.load_state(OperatorState(frames, entry["values"]))
+    for worker, entries in zip(_workers(flow), manifest["operators"], strict=True):
+        _load_worker(worker, root, entries)

@@ -11,6 +11,10 @@ coordinator):
 * ``run``: apply the other workers' pointstamp changes to its replica of the tracker, queue
   the messages it carries, run one operator, and reply with its own pointstamp changes, the
   messages it sent to other workers, the operators it activated and its loops' counts;
+* ``checkpoint``: write its operators' states under a checkpoint's directory and reply with
+  their manifest entries and files (:mod:`ddflow.plan.state`);
+* ``restore``: load its operators' states from a checkpoint, and reply with the pointstamp
+  changes and activations that made (a vertex's notifications);
 * ``release``: forget this dataflow and wait for another plan;
 * ``stop``: exit.
 
@@ -31,8 +35,10 @@ import traceback
 from multiprocessing.connection import Connection
 from typing import Any
 
+from ddflow.errors import CheckpointError
 from ddflow.plan.build import build_shard
 from ddflow.plan.failures import user_function_error
+from ddflow.plan.state import load_operators, save_operators
 from ddflow.runtime.local.kernels import LocalKernels
 from ddflow.runtime.workers.shipping import land
 from ddflow.runtime.workers.wire import decode, encode
@@ -147,6 +153,9 @@ def serve(
             return True
         if kind == "stop":
             return False
+        if kind in ("checkpoint", "restore"):
+            _state(conn, worker, kind, fields)
+            continue
         op, sync = fields
         try:
             worker.run(op, sync, messages)
@@ -163,6 +172,24 @@ def serve(
         out, worker.outgoing = worker.outgoing, []
         activated, worker.activated = sorted(worker.activated), set()
         conn.send_bytes(encode("done", worker.tracker.take(), activated, counts, batches=out))
+
+
+def _state(conn: Connection, worker: _Worker, kind: str, fields: tuple[Any, ...]) -> None:
+    """Write (``checkpoint``) or load (``restore``) this worker's part of a checkpoint."""
+    ops = worker.shard.operators
+    try:
+        if kind == "checkpoint":
+            (root,) = fields
+            entries, files = save_operators(ops, root, worker.index)
+            conn.send_bytes(encode("checkpointed", entries, files))
+            return
+        root, entries = fields
+        load_operators(ops, root, entries)
+    except CheckpointError as e:
+        conn.send_bytes(encode("refused", e.message))
+        return
+    activated, worker.activated = sorted(worker.activated), set()
+    conn.send_bytes(encode("restored", worker.tracker.take(), activated))
 
 
 if __name__ == "__main__":

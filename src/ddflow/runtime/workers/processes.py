@@ -37,7 +37,7 @@ from collections.abc import Callable, Mapping
 from multiprocessing.connection import Connection, wait
 from typing import Any
 
-from ddflow.errors import UserFunctionError, WorkerError
+from ddflow.errors import CheckpointError, UserFunctionError, WorkerError
 from ddflow.plan.build import build_shard
 from ddflow.plan.nodes import Plan
 from ddflow.runtime.workers.shipping import check_shippable, ship
@@ -210,12 +210,7 @@ class RemoteShard:
         tracker: Any = self.cluster.tracker
         sync, self.cursor = tracker.since(self.cursor, self.index)
         messages, self.inbox = self.inbox, []
-        data = encode("run", op, sync, batches=messages)
-        self.bytes_out += len(data)
-        try:
-            self.conn.send_bytes(data)
-        except OSError:
-            raise self._died() from None
+        self._send(encode("run", op, sync, batches=messages))
         if len(tracker.log) > TRIM_AT:
             tracker.trim(min(s.cursor for s in self.cluster.shards if not s.local))
 
@@ -242,6 +237,41 @@ class RemoteShard:
             mine = self.loop_counts.setdefault(name, {})
             for t, n in c.items():
                 mine[t] = mine.get(t, 0) + n
+
+    def save_state(self, root: str) -> tuple[list[Any], dict[str, Any]]:
+        """Have the worker write its operators' states under a checkpoint's directory
+        (:mod:`ddflow.plan.state`): their manifest entries and the files written."""
+        self._send(encode("checkpoint", root))
+        kind, fields, _ = self._receive(None, "writing a checkpoint")
+        if kind == "refused":
+            raise CheckpointError(f"{fields[0]} (in worker {self.index})")
+        if kind != "checkpointed":
+            raise WorkerError(f"worker {self.index} answered {kind!r} to a checkpoint")
+        entries, files = fields
+        return entries, files
+
+    def load_state(self, root: str, entries: list[Any]) -> None:
+        """Have the worker load its operators' states from a checkpoint, and count what that
+        held (a vertex's notifications)."""
+        self._send(encode("restore", root, entries))
+        kind, fields, _ = self._receive(None, "restoring a checkpoint")
+        if kind == "refused":
+            raise CheckpointError(f"{fields[0]} (in worker {self.index})")
+        if kind != "restored":
+            raise WorkerError(f"worker {self.index} answered {kind!r} to a restore")
+        changes, activated = fields
+        tracker: Any = self.cluster.tracker
+        tracker.apply(changes, self.index)
+        self.cluster.count_holds(self.index, changes)
+        for op in activated:
+            self.cluster.activate(op, self.index)
+
+    def _send(self, data: bytes) -> None:
+        self.bytes_out += len(data)
+        try:
+            self.conn.send_bytes(data)
+        except OSError:
+            raise self._died() from None
 
     def _receive(self, timeout: float | None, doing: str) -> tuple[str, tuple[Any, ...], list[Any]]:
         deadline = None if timeout is None else _time.monotonic() + timeout
