@@ -22,6 +22,7 @@ BENCHMARKS = {
     "demo": "benchmarks.demo",
     "workers": "benchmarks.workers",
     "checkpoint": "benchmarks.checkpoint",
+    "crash": "benchmarks.crash",
 }
 
 

@@ -17,15 +17,24 @@ from hypothesis import strategies as st
 
 import ddflow as dd
 from ddflow.api import checkpoints
+from ddflow.differential.trace import TraceSettings
+from ddflow.runtime.local.settings import LocalSettings
 
 col = dd.col
-RUNTIMES = ["embedded", "workers-2"]
+RUNTIMES = ["embedded", "columnar", "workers-2"]
 EDGE = {"src": "int64", "dst": "int64"}
+#: every batch in Polars, and merges done in steps from a few rows on: a checkpoint then finds
+#: frames of every layout the kernels make, and merges in progress
+COLUMNAR = LocalSettings(
+    small_batch_rows=0, trace=TraceSettings(fueled_rows=8, fuel=1, fuel_chunk=4)
+)
 
 
 def new_flow(runtime, directory, **kw):
     if runtime == "embedded":
         return dd.Dataflow(checkpoint=directory, **kw)
+    if runtime == "columnar":
+        return dd.Dataflow(dd.LocalRuntime(COLUMNAR), checkpoint=directory, **kw)
     return dd.Dataflow(workers=2, processes=False, checkpoint=directory, **kw)
 
 

@@ -339,3 +339,9 @@ def test_checkpoint(capsys: pytest.CaptureFixture[str]) -> None:
         r["rebuild_from_input"]["median_ms"],
         r["restore"]["median_ms"],
     )
+
+
+def test_crash(capsys: pytest.CaptureFixture[str]) -> None:
+    r = run_benchmark("crash", capsys)  # (each trial's outcome is checked in it)
+    assert r["trials"] == r["passed"] == 2
+    assert sum(c["trials"] for c in r["configurations"].values()) == 2

@@ -307,15 +307,15 @@ class Spine:
         return sum(self.sizes)
 
     def save(self, name: str) -> dict[str, Any]:
-        """The trace's batches as Polars frames without the arrangement's key, named
-        ``name.0``, ``name.1``... (for a checkpoint: read as they are held, not merged, each
-        still in key order)."""
+        """The trace's batches as Polars frames, named ``name.0``, ``name.1``... (for a
+        checkpoint: read as they are held, not merged: each with its key codes, in key order,
+        its columns in their order)."""
         k = self.kernels
-        return {f"{name}.{i}": k.to_polars(k.drop_key(b)) for i, b in enumerate(self.parts())}
+        return {f"{name}.{i}": k.to_polars(b) for i, b in enumerate(self.parts())}
 
     def load(self, frames: dict[str, Any], name: str) -> None:
-        """Hold the batches :meth:`save` gave (arranged again: their key codes computed, and
-        found in order), in a trace that holds none."""
+        """Hold the batches :meth:`save` gave (arranged again: found in key order), in a
+        trace that holds none."""
         if self.batches:
             raise RuntimeError("a trace is loaded only while empty")
         k = self.kernels

@@ -1,11 +1,13 @@
-"""A pipeline the crash harness kills and restarts (``tests/e2e/test_crash_restore.py``): a
-folder of Parquet files, one an epoch, into connected components and a per-node degree, with a
-Parquet change log and snapshot, checkpointed every ``EVERY`` epochs; on start it restores the
-latest checkpoint and reads on from there.
+"""A pipeline the crash harness (:mod:`benchmarks.crash`) kills and restarts: a folder of
+Parquet files, one an epoch, into connected components and a per-node degree, with Parquet
+change logs and a snapshot, checkpointed every ``EVERY`` epochs; on start it restores the latest
+checkpoint and reads on from there. It prints ``restored E`` once restored and ``epoch E`` as
+each epoch completes.
 
-    python crash_child.py IN OUT CHECKPOINTS EVERY WORKERS
+    python -m benchmarks.crash_child IN OUT CHECKPOINTS EVERY WORKERS
 
-``WORKERS``: a number of workers in this process, or ``Np`` for N worker processes.
+``WORKERS``: a number of workers in this process, ``Np`` for N worker processes, or ``spark``
+for two workers hosted by Spark (``local[2]``).
 """
 
 from __future__ import annotations
@@ -18,12 +20,18 @@ from ddflow.io import spark as io
 
 
 def main(folder: str, out: str, checkpoints: str, every: int, workers: str) -> None:
-    flow = dd.Dataflow(
-        workers=int(workers.rstrip("p")),
-        processes=workers.endswith("p"),
-        checkpoint=checkpoints,
-        checkpoint_every=every,
-    )
+    if workers == "spark":
+        from ddflow.runtime.spark.session import local_session
+
+        runtime = dd.SparkRuntime(local_session("ddflow-crash"), workers=2)
+        flow = dd.Dataflow(runtime=runtime, checkpoint=checkpoints, checkpoint_every=every)
+    else:
+        flow = dd.Dataflow(
+            workers=int(workers.rstrip("p")),
+            processes=workers.endswith("p"),
+            checkpoint=checkpoints,
+            checkpoint_every=every,
+        )
     edges = flow.input("edges", schema={"src": "int64", "dst": "int64"})
     labels = dd.graph.connected_components(edges).output()
     degree = edges.group_by("src").agg(n=dd.count()).output()
