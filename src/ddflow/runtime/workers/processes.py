@@ -241,30 +241,29 @@ class RemoteShard:
     def save_state(self, root: str) -> tuple[list[Any], dict[str, Any]]:
         """Have the worker write its operators' states under a checkpoint's directory
         (:mod:`ddflow.plan.state`): their manifest entries and the files written."""
-        self._send(encode("checkpoint", root))
-        kind, fields, _ = self._receive(None, "writing a checkpoint")
-        if kind == "refused":
-            raise CheckpointError(f"{fields[0]} (in worker {self.index})")
-        if kind != "checkpointed":
-            raise WorkerError(f"worker {self.index} answered {kind!r} to a checkpoint")
-        entries, files = fields
+        entries, files = self._state("checkpoint", "checkpointed", root)
         return entries, files
 
     def load_state(self, root: str, entries: list[Any]) -> None:
         """Have the worker load its operators' states from a checkpoint, and count what that
         held (a vertex's notifications)."""
-        self._send(encode("restore", root, entries))
-        kind, fields, _ = self._receive(None, "restoring a checkpoint")
-        if kind == "refused":
-            raise CheckpointError(f"{fields[0]} (in worker {self.index})")
-        if kind != "restored":
-            raise WorkerError(f"worker {self.index} answered {kind!r} to a restore")
-        changes, activated = fields
+        changes, activated = self._state("restore", "restored", root, entries)
         tracker: Any = self.cluster.tracker
         tracker.apply(changes, self.index)
         self.cluster.count_holds(self.index, changes)
         for op in activated:
             self.cluster.activate(op, self.index)
+
+    def _state(self, command: str, answer: str, *fields: Any) -> tuple[Any, ...]:
+        """Send a checkpoint's command (``checkpoint``, ``restore``) and wait for its answer:
+        its fields."""
+        self._send(encode(command, *fields))
+        kind, got, _ = self._receive(None, f"answering {command}")
+        if kind == "refused":
+            raise CheckpointError(f"{got[0]} (in worker {self.index})")
+        if kind != answer:
+            raise WorkerError(f"worker {self.index} answered {kind!r} to {command}")
+        return got
 
     def _send(self, data: bytes) -> None:
         self.bytes_out += len(data)
