@@ -395,3 +395,33 @@ def test_worker_processes_and_spark_tasks_write_and_load_their_parts(tmp_path, h
             assert results(outputs, e) == expected[e], e
     finally:
         flow.close()
+
+
+def test_after_a_worker_died_restore_brings_the_flow_back_on_new_workers(tmp_path):
+    import signal
+
+    stream = [([(1, 2), (2, 3), (5, 6)], []), ([(3, 4)], [(1, 2)]), ([(6, 7), (4, 1)], [])]
+    reference = dd.Dataflow()
+    edges, outputs = graph_queries(reference)
+    feed(reference, edges, stream, 0)
+    expected = results(outputs, 2)
+
+    flow = dd.Dataflow(workers=2, checkpoint=tmp_path)
+    edges, outputs = graph_queries(flow)
+    try:
+        feed(flow, edges, stream[:2], 0)
+        flow.checkpoint()
+        os.kill(flow._processes.procs[0].pid, signal.SIGKILL)
+        ins, rem = stream[2]
+        edges.insert(ins)
+        flow.advance_to(3)
+        with pytest.raises(dd.WorkerError, match="killed by signal SIGKILL"):
+            flow.run()
+        assert flow.restore() == 1
+        edges.insert(ins)
+        edges.remove(rem)
+        flow.advance_to(3)
+        flow.run()
+        assert results(outputs, 2) == expected
+    finally:
+        flow.close()
