@@ -27,6 +27,7 @@ naming the problem, for the one before.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -64,12 +65,18 @@ def plan_signature(plan: Plan) -> list[str]:
 
 
 def _describe(value: Any) -> str:
+    """A parameter as text that is the same in every process (no addresses, sets sorted)."""
     if isinstance(value, Node):
         return f"node {value.id}"
     if isinstance(value, dict):
         return "{" + ", ".join(f"{k}: {_describe(v)}" for k, v in sorted(value.items())) + "}"
     if isinstance(value, (list, tuple)):
         return "[" + ", ".join(_describe(v) for v in value) + "]"
+    if isinstance(value, (set, frozenset)):
+        return "{" + ", ".join(sorted(_describe(v) for v in value)) + "}"
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        fields = {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
+        return f"{type(value).__name__}{_describe(fields)}"
     if value is None or isinstance(value, (str, int, float, bool)):
         return repr(value)
     if callable(value) and hasattr(value, "__qualname__"):
