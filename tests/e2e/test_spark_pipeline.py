@@ -337,3 +337,66 @@ def test_the_spark_runtime_stages_what_the_executors_computed(spark):
         (k, sum(v for v in range(1000) if v % 7 == k) + (5 if k == 0 else 0)): 1 for k in range(7)
     }
     assert frame_to_counter(out.snapshot(0)) == want
+
+
+def test_a_window_restored_from_a_checkpoint_retracts_what_expires(tmp_path):
+    """An EventTimeWindow's live records and watermark go into checkpoints: restored, it
+    retracts what it inserted before the checkpoint."""
+
+    def build():
+        flow = dd.Dataflow(checkpoint=tmp_path)
+        xs = flow.input("xs", schema={"id": "int64", "ts": "int64"})
+        return flow, io.EventTimeWindow(xs, "ts", size=10), xs.output()
+
+    flow, window, out = build()
+    window.add(pl.DataFrame({"id": [1, 2], "ts": [0, 5]}))
+    flow.advance_to(1)
+    flow.run()
+    flow.checkpoint()
+    flow, window, out = build()
+    assert flow.restore() == 0
+    assert window.watermark == 5 and window.live.height == 2
+    window.add(pl.DataFrame({"id": [3, 4], "ts": [12, 1]}))  # ts <= 2 expires; 1 is late
+    flow.advance_to(2)
+    flow.run()
+    assert frame_to_counter(out.snapshot(1)) == {(2, 5): 1, (3, 12): 1}
+    assert window.dropped == 1
+
+
+def test_a_restored_stream_skips_the_micro_batches_it_had_run(spark, tmp_path):
+    """A StreamingSource's last micro-batch goes into checkpoints: a source made after the
+    restore skips the batches Spark sends again (here all of them: a new Spark checkpoint)."""
+    folder = str(tmp_path / "stream")
+    write_epoch_files(folder, [[(1, 2, 0)], [(2, 3, 1)]])
+
+    def build(spark_checkpoint):
+        flow = dd.Dataflow(checkpoint=tmp_path / "ckpt", checkpoint_every=1)
+        edges = flow.input("edges", schema={"src": "int64", "dst": "int64", "ts": "int64"})
+        out = edges.output()
+        stream = (
+            spark.readStream.schema(io.spark_schema(edges))
+            .option("maxFilesPerTrigger", 1)
+            .parquet(folder)
+        )
+        return flow, edges, out, stream, str(tmp_path / spark_checkpoint)
+
+    flow, edges, out, stream, sc = build("spark-1")
+    with pytest.raises(dd.InputError, match="checkpoint_every=1"):
+        io.StreamingSource(stream, edges, dd.Dataflow(checkpoint=tmp_path, checkpoint_every=2))
+    source = io.StreamingSource(stream, edges, flow, checkpoint=sc)
+    try:
+        source.wait_for(2, timeout=120)
+    finally:
+        source.stop()
+    assert flow.checkpointed == 1
+    flow, edges, out, stream, sc = build("spark-2")  # (Spark sends both batches again)
+    assert flow.restore() == 1
+    write_epoch_files(folder + "-more", [[(3, 4, 2)]])
+    os.replace(f"{folder}-more/part-0000.parquet", f"{folder}/part-0002.parquet")
+    source = io.StreamingSource(stream, edges, flow, checkpoint=sc)
+    try:
+        source.wait_for(1, timeout=120)
+    finally:
+        source.stop()
+    assert source.last_batch == 2
+    assert frame_to_counter(out.snapshot()) == {(1, 2, 0): 1, (2, 3, 1): 1, (3, 4, 2): 1}

@@ -343,8 +343,9 @@ class StreamingSource:
                 else:
                     insert_dataframe(inp, df.select(*inp.schema.names), staging=self.staging)
                 self.flow.advance_to(inp.epoch + 1)
-                self.flow.run()
+                # (counted before the run: a checkpoint the run takes has it)
                 self.last_batch = batch_id
+                self.flow.run()
                 self.batches += 1
             except BaseException as e:
                 self.error = e
