@@ -363,6 +363,15 @@ def test_a_window_restored_from_a_checkpoint_retracts_what_expires(tmp_path):
     assert window.dropped == 1
 
 
+def run_stream(source, batches):
+    """Wait for ``batches`` micro-batches of ``source``, then stop it; the source."""
+    try:
+        source.wait_for(batches, timeout=120)
+    finally:
+        source.stop()
+    return source
+
+
 def test_a_restored_stream_skips_the_micro_batches_it_had_run(spark, tmp_path):
     """A StreamingSource's last micro-batch goes into checkpoints: a source made after the
     restore skips the batches Spark sends again (here all of them: a new Spark checkpoint)."""
@@ -383,20 +392,12 @@ def test_a_restored_stream_skips_the_micro_batches_it_had_run(spark, tmp_path):
     flow, edges, out, stream, sc = build("spark-1")
     with pytest.raises(dd.InputError, match="checkpoint_every=1"):
         io.StreamingSource(stream, edges, dd.Dataflow(checkpoint=tmp_path, checkpoint_every=2))
-    source = io.StreamingSource(stream, edges, flow, checkpoint=sc)
-    try:
-        source.wait_for(2, timeout=120)
-    finally:
-        source.stop()
+    run_stream(io.StreamingSource(stream, edges, flow, checkpoint=sc), 2)
     assert flow.checkpointed == 1
     flow, edges, out, stream, sc = build("spark-2")  # (Spark sends both batches again)
     assert flow.restore() == 1
     write_epoch_files(folder + "-more", [[(3, 4, 2)]])
     os.replace(f"{folder}-more/part-0000.parquet", f"{folder}/part-0002.parquet")
-    source = io.StreamingSource(stream, edges, flow, checkpoint=sc)
-    try:
-        source.wait_for(1, timeout=120)
-    finally:
-        source.stop()
+    source = run_stream(io.StreamingSource(stream, edges, flow, checkpoint=sc), 1)
     assert source.last_batch == 2
     assert frame_to_counter(out.snapshot()) == {(1, 2, 0): 1, (2, 3, 1): 1, (3, 4, 2): 1}

@@ -122,8 +122,8 @@ def _workers(flow: Dataflow) -> list[Any]:
 def _save_worker(worker: Any, w: int, root: str) -> tuple[list[Any], dict[str, Any]]:
     if getattr(worker, "local", True):
         return save_operators(worker.operators, root, w)
-    entries, files = worker.save_state(root)
-    return entries, files
+    saved: tuple[list[Any], dict[str, Any]] = worker.save_state(root)
+    return saved
 
 
 def _load_worker(worker: Any, root: str, entries: list[Any]) -> None:

@@ -439,14 +439,15 @@ def _sink_node(output: Output, writer: Any, committer: Any) -> bool:
     return True
 
 
-def _write_part(frame: pl.DataFrame, directory: str, worker: int) -> str:
-    """Write a worker's part in ``directory`` (a temporary file renamed: whole or absent)."""
+def _write_file(frame: pl.DataFrame, path: str) -> str:
+    """Write ``frame`` as the Parquet file ``path`` (a temporary file renamed: whole or
+    absent); the path."""
+    directory, name = os.path.split(path)
     os.makedirs(directory, exist_ok=True)
-    final = os.path.join(directory, f"part-{worker:05d}.parquet")
-    tmp = os.path.join(directory, f".part-{worker:05d}-{uuid.uuid4().hex}.tmp")
+    tmp = os.path.join(directory, f".{name}-{uuid.uuid4().hex}.tmp")
     frame.write_parquet(tmp)
-    os.replace(tmp, final)
-    return final
+    os.replace(tmp, path)
+    return path
 
 
 class _ChangeLogParts:
@@ -465,7 +466,8 @@ class _ChangeLogParts:
         if not changes.height:
             return None, state
         frame = changes.rename({TIME: "time", DIFF: "diff"})
-        return _write_part(frame, self.staged(epoch), worker), state
+        path = os.path.join(self.staged(epoch), f"part-{worker:05d}.parquet")
+        return _write_file(frame, path), state
 
 
 class ParquetChangeLog:
@@ -533,21 +535,14 @@ class _SnapshotParts:
             .agg(pl.col("count").sum())
             .filter(pl.col("count") != 0)
         )
-        final = os.path.join(self.parts, f"part-{worker:05d}-{epoch:09d}.parquet")
-        self._write(final, live)
-        return (worker, final), live
-
-    def _write(self, path: str, live: pl.DataFrame) -> None:
-        os.makedirs(self.parts, exist_ok=True)
-        tmp = path + f".{uuid.uuid4().hex}.tmp"
-        live.write_parquet(tmp)
-        os.replace(tmp, path)
+        path = os.path.join(self.parts, f"part-{worker:05d}-{epoch:09d}.parquet")
+        return (worker, _write_file(live, path)), live
 
     def rewrite_part(self, part: Any, state: Any) -> None:
         """(After a restore: the part a worker last wrote, from its state, if it is gone.)"""
         _, path = part
         if not os.path.exists(path):
-            self._write(path, state)
+            _write_file(state, path)
 
 
 class ParquetSnapshot:

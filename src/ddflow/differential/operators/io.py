@@ -138,11 +138,9 @@ class OutputOp(Operator):
         for _, batch in self.pull(0):
             self.pending.append(batch)
         self.settle()  # (no outputs: nothing to hold)
-        frontier = self.frontier(0)
-        bound = frontier[0][0] if frontier else None  # epochs < bound are complete
-        last = (bound - 1) if bound is not None else None
-        if last is None:
-            last = max([self.complete_through, self.last_epoch(), *self._epochs_pending()])
+        last = _last_complete(
+            self.frontier(0), self.complete_through, self.last_epoch, self._epochs_pending
+        )
         if last <= self.complete_through:
             return
         ready, keep = self.kernels.split_complete(self.pending, last)
@@ -168,6 +166,20 @@ class OutputOp(Operator):
         for b in self.pending:
             out.update(t[0] for t in self.kernels.distinct_times(b, EPOCHS))
         return sorted(out)
+
+
+def _last_complete(
+    frontier: list[Time],
+    done: int,
+    last_epoch: Callable[[], int],
+    pending: Callable[[], list[int]],
+) -> int:
+    """The last epoch complete at an input whose ``frontier`` is given: the one before the
+    frontier's, or once it is empty (every input closed), the latest epoch any input reached
+    or any update ``pending`` is at (and at least ``done``, those already complete)."""
+    if frontier:
+        return int(frontier[0][0]) - 1
+    return max([done, last_epoch(), *pending()])
 
 
 class ProbeOp(Operator):
@@ -275,11 +287,8 @@ class CommitOp(Operator):
         for (e, *_), part in self.pull(0):
             self.parts.setdefault(e, []).append(part)
         self.settle()  # (no outputs: nothing to hold)
-        frontier = self.frontier(0)
-        last = (
-            frontier[0][0] - 1
-            if frontier
-            else max([self.complete_through, self.last_epoch(), *self.parts])
+        last = _last_complete(
+            self.frontier(0), self.complete_through, self.last_epoch, lambda: list(self.parts)
         )
         for e in range(self.complete_through + 1, last + 1):
             self.committer.commit(e, self.parts.pop(e, []))
