@@ -60,9 +60,11 @@ def check_summary(s: dict[str, Any], runs: int | None = None) -> None:
 def check_ratio(
     ratio: float, numerator: float, denominator: float, decimals: int = 2, rel: float = 0.0
 ) -> None:
-    """A ratio as the JSON rounds it (to ``decimals``; within ``rel`` of the ratio when the
-    numbers it is given are rounded more than those it was computed from)."""
-    assert ratio == pytest.approx(numerator / denominator, abs=0.6 * 10**-decimals, rel=rel)
+    """A ratio as the JSON rounds it (to ``decimals``; and within ``rel`` more of the ratio
+    when the numbers it is given are rounded more than those it was computed from: the two
+    roundings add up)."""
+    expected = numerator / denominator
+    assert ratio == pytest.approx(expected, abs=0.6 * 10**-decimals + rel * abs(expected), rel=0)
 
 
 def test_list_names_every_benchmark_with_its_summary(capsys: pytest.CaptureFixture[str]) -> None:
