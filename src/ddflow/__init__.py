@@ -25,6 +25,7 @@ from ddflow.api.dataflow import Dataflow, RunProgress
 from ddflow.api.inputs import InputCollection
 from ddflow.api.outputs import Output, Probe
 from ddflow.errors import (
+    CBPError,
     CheckpointError,
     ClosedInputError,
     DataflowFailedError,
@@ -58,6 +59,7 @@ def __getattr__(name: str) -> object:
 __all__ = [
     "Agg",
     "Arranged",
+    "CBPError",
     "CheckpointError",
     "ClosedInputError",
     "Collection",

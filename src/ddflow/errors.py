@@ -18,6 +18,7 @@ import sys
 from dataclasses import dataclass
 
 __all__ = [
+    "CBPError",
     "CallSite",
     "ClosedInputError",
     "DDFlowError",
@@ -126,6 +127,14 @@ class WorkerError(DDFlowError, RuntimeError):
 class CheckpointError(DDFlowError, RuntimeError):
     """A checkpoint cannot be written or restored (the dataflow is not at a complete epoch, a
     vertex keeps state it cannot save, the checkpoint is of another plan...)."""
+
+
+class CBPError(DDFlowError, ValueError):
+    """A CBP stage's function gave what its stage cannot take: translate writing a record that
+    does not fit its flow, or to a flow the stage does not have; Runnable naming an increment
+    that does not exist; a RouteBy or FrameBy giving a key of the wrong kind. The message names
+    the stage, the flow, the record and the user's line. Raised inside ``run()``, it stops the
+    dataflow like a failing user function (see :class:`DataflowFailedError`)."""
 
 
 class DataflowFailedError(DDFlowError, RuntimeError):

@@ -21,7 +21,17 @@ import copy
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
+import polars as pl
+
 from ddflow.differential.batch import DIFF
+from ddflow.differential.operators.cbp import (
+    KEYED,
+    FrameOp,
+    StageOp,
+    StageSpec,
+    delay_route,
+    route_frame,
+)
 from ddflow.differential.operators.io import (
     CommitOp,
     InputOp,
@@ -480,6 +490,75 @@ class _Builder:
             [tt] * len(outputs),
         )
         self._add(op, node, node.inputs)
+
+    # ------------------------------------------------------------------ CBP stages
+
+    def _op_stage(self, node: Node) -> None:
+        """A CBP stage (see :mod:`ddflow.differential.operators.cbp`): a route before each
+        input flow (a framer on worker 0 for a flow with FrameBy), the stage on every worker,
+        and a delay route from each loopback output back to its input."""
+        spec: StageSpec = node.params["spec"]
+        k = self.k
+        op = StageOp(spec, k, self.shard)
+        sources = []
+        for flow, n in zip(spec.inputs, node.inputs, strict=True):
+            src, port = self._port(n.id)
+            if flow.frame_by is not None:
+                framer = self._pinned(lambda f=flow: FrameOp(spec, f, k), [EPOCHS], [EPOCHS])
+                self.worker.add(framer)
+                self._connect(src, port, framer, 0, self._gather())
+                sources.append(framer)
+                continue
+            route = Linear(
+                f"cbp-route({flow.name})",
+                [EPOCHS],
+                EPOCHS,
+                [lambda b, f=flow: k.from_polars(route_frame(spec, f, k.to_polars(b)))],
+                k,
+            )
+            self.worker.add(route)
+            self.worker.connect(src, port, route, 0)
+            sources.append(route)
+        op.name = f"cbp-stage({spec.name})"
+        self.worker.add(op)
+        for i, src in enumerate(sources):
+            self._connect(src, 0, op, i, self._routed(len(spec.key)))
+        loops = spec.out_ports()[len(spec.outputs) :]
+        first_in = len(spec.inputs)
+        for j, flow in enumerate(loops):
+            delay = Linear(
+                f"cbp-loop({flow.name})",
+                [EPOCHS],
+                EPOCHS,
+                [lambda b, f=flow: k.from_polars(delay_route(spec, f, k.to_polars(b)))],
+                k,
+                lambda t: (t[0] + 1,),
+                Summary.increment(EPOCHS, 1),
+            )
+            self.worker.add(delay)
+            self.worker.connect(op, len(spec.outputs) + j, delay, 0)
+            self._connect(delay, 0, op, first_in + j, self._routed(len(spec.key)))
+        self.ports[node.id] = (op, 0)
+
+    def _routed(self, width: int) -> Any:
+        """The route of a stage's routed rows: keyed rows to the worker owning their key, the
+        others (casts and markers) to every worker."""
+        if self.workers == 1:
+            return None
+        k, workers = cast("Partitions", self.k), self.workers
+        gcols = [f"__g{i}" for i in range(width)]
+
+        def route(batch: Any) -> Any:
+            f = k.to_polars(batch)
+            keyed = f.filter(pl.col("__cast") == KEYED)
+            out = list(k.partition(k.from_polars(keyed), gcols, workers)) if keyed.height else []
+            rest = f.filter(pl.col("__cast") != KEYED)
+            if rest.height:
+                b = k.from_polars(rest)
+                out += [(w, b) for w in range(workers)]
+            return out
+
+        return route
 
     # ------------------------------------------------------------------ loops
 

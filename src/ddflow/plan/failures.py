@@ -41,11 +41,12 @@ def user_function_error(plan: Plan, error: BaseException) -> UserFunctionError |
         return None  # a library ddflow calls (Polars, NumPy) failed: a failure of ddflow
     what = f"the function {code.co_name}"
     if node is not None:
-        what = (
-            f"the vertex {type(node.params['vertex']).__name__}.{code.co_name}"
-            if node.op == "vertex"
-            else f"the {_kind(node)} function {code.co_name}"
-        )
+        if node.op == "vertex":
+            what = f"the vertex {type(node.params['vertex']).__name__}.{code.co_name}"
+        elif node.op == "stage":
+            what = f"the CBP stage {node.params['spec'].name!r}'s function {code.co_name}"
+        else:
+            what = f"the {_kind(node)} function {code.co_name}"
     where = f"{code.co_filename}:{code.co_firstlineno}"
     return UserFunctionError(
         f"{what} (defined at {where}) raised {type(error).__name__}: {error}",
@@ -70,6 +71,9 @@ def _runs_in(node: Node, frame: Any) -> bool:
     vertex."""
     if node.op == "vertex":
         return frame.f_locals.get("self") is node.params["vertex"]
+    if node.op == "stage":
+        fns = node.params["spec"].functions()
+        return any(getattr(f, "__code__", None) is frame.f_code for f in fns)
     fn = node.params.get("fn")
     fn = getattr(fn, "__wrapped__", fn)  # (the user's function, under ddflow's wrapper)
     return fn is not None and getattr(fn, "__code__", None) is frame.f_code

@@ -186,6 +186,9 @@ class _Interpreter:
 
     _port = _vertex
 
+    def _stage(self, node: Node, env: dict[int, Counter]) -> Counter:
+        raise ReferenceError("the reference interpreter cannot evaluate a CBP stage")
+
     # ------------------------------------------------------------------ joins and reductions
 
     def _join(self, node: Node, env: dict[int, Counter]) -> Counter:
