@@ -158,7 +158,10 @@ def write(flow: Dataflow, directory: str, keep: int) -> int:
                 entry["counts"] = files.frame(f"inputs/{i}.parquet", frame)
             manifest["inputs"][name] = entry
         manifest["outputs"] = [
-            files.frame(f"outputs/{i}.parquet", _contents(out.snapshot_polars(epoch)))
+            files.frame(
+                f"outputs/{i}.parquet",
+                out.snapshot_polars(epoch).rename({out.count_column: COUNT}),
+            )
             for i, out in enumerate(flow.outputs)
         ]
         manifest["operators"] = []
@@ -199,10 +202,6 @@ def _save_values(files: Files, prefix: str, values: dict[str, Any]) -> dict[str,
     }
     rest = {n: v for n, v in values.items() if n not in frames}
     return {"frames": frames, "values": rest}
-
-
-def _contents(snapshot: pl.DataFrame) -> pl.DataFrame:
-    return snapshot.rename({"count": COUNT})
 
 
 def _prune(directory: str, keep: int) -> None:
@@ -293,7 +292,7 @@ def _load(flow: Dataflow, root: str, manifest: dict[str, Any]) -> None:
         counts = None if entry["counts"] is None else frame(entry["counts"])
         flow.inputs[name]._restore(entry["epoch"], entry["closed"], counts, COUNT)
     for out, path in zip(flow.outputs, manifest["outputs"], strict=True):
-        out._restore(epoch, frame(path).rename({COUNT: "count"}))
+        out._restore(epoch, frame(path).rename({COUNT: out.count_column}))
     flow._epoch = int(manifest["flow_epoch"])
     flow._positions = {
         key: {**v["values"], **{n: frame(p) for n, p in v["frames"].items()}}

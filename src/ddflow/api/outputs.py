@@ -60,7 +60,7 @@ class Output:
         if contents.height:
             self._log.append(
                 epoch,
-                contents.rename({"count": DIFF})
+                contents.rename({self.count_column: DIFF})
                 .with_columns(pl.lit(epoch, dtype=pl.Int64).alias("__t0"))
                 .select([*self.schema.names, "__t0", DIFF]),
             )
@@ -100,7 +100,7 @@ class Output:
 
     def snapshot(self, epoch: int | None = None) -> pd.DataFrame:
         """The collection at a complete epoch (default: the last complete one): the columns plus
-        ``count``, one row per record with non-zero multiplicity."""
+        ``count`` (:attr:`count_column`), one row per record with non-zero multiplicity."""
         site = call_site()
         if epoch is None:
             epoch = self.complete_through
@@ -143,6 +143,12 @@ class Output:
             self._check_kept(epoch, site, "to_spark")
         return spark.createDataFrame(self.snapshot_polars(epoch).to_arrow())
 
+    @property
+    def count_column(self) -> str:
+        """The name of a snapshot's multiplicity column: ``count``, or ``multiplicity`` where
+        the collection has a column named ``count``."""
+        return "multiplicity" if "count" in self.schema.names else "count"
+
     def snapshot_polars(self, epoch: int | None = None) -> pl.DataFrame:
         if epoch is None:
             epoch = self.complete_through
@@ -157,14 +163,14 @@ class Output:
             return (
                 self._empty()
                 .select(names)
-                .with_columns(pl.lit(0, dtype=pl.Int64).alias("count"))
+                .with_columns(pl.lit(0, dtype=pl.Int64).alias(self.count_column))
                 .clear()
             )
         acc = (
             pl.concat(parts)
             .group_by(names)
-            .agg(pl.col(DIFF).sum().alias("count"))
-            .filter(pl.col("count") != 0)
+            .agg(pl.col(DIFF).sum().alias(self.count_column))
+            .filter(pl.col(self.count_column) != 0)
             .sort(names)
         )
         return acc
