@@ -78,7 +78,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ddflow.api.collection import Collection, _align
-from ddflow.differential.operators.cbp import (
+from ddflow.differential.operators.cbp_flows import (
     ALL,
     ALL_STATE,
     FlowSpec,

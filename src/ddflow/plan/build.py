@@ -24,10 +24,10 @@ from typing import TYPE_CHECKING, Any, NamedTuple, cast
 import polars as pl
 
 from ddflow.differential.batch import DIFF
-from ddflow.differential.operators.cbp import (
+from ddflow.differential.operators.cbp import StageOp
+from ddflow.differential.operators.cbp_flows import (
     KEYED,
     FrameOp,
-    StageOp,
     StageSpec,
     delay_route,
     route_frame,

@@ -13,6 +13,8 @@ from typing import Any
 
 import polars as pl
 
+from ddflow.differential.operators.cbp import StageOp
+from ddflow.differential.operators.cbp_flows import FrameOp
 from ddflow.differential.operators.io import InputOp
 from ddflow.differential.operators.vertex import VertexOp
 from ddflow.errors import CheckpointError, TimelyError
@@ -44,8 +46,9 @@ def save_operators(
     ops: Sequence[Operator], root: str, worker: int
 ) -> tuple[list[dict[str, Any]], dict[str, dict[str, Any]]]:
     """Write the states of one worker's operators under ``root/worker-W``: their manifest
-    entries and the files written. Only an input's and a vertex's capabilities may be held: a
-    checkpoint is taken with nothing left to do."""
+    entries and the files written. Only an input's, a vertex's and a CBP stage's or framer's
+    capabilities may be held (at epochs after the checkpoint's: a stage's work for the next
+    epochs, saved with it): a checkpoint is taken with nothing left to do."""
     files = Files(root)
     entries = []
     for op in ops:
@@ -53,7 +56,7 @@ def save_operators(
             state = op.save_state()
         except TimelyError as e:
             raise CheckpointError(f"{e}: run() first") from None
-        if op.held() and not isinstance(op, (InputOp, VertexOp)):
+        if op.held() and not isinstance(op, (InputOp, VertexOp, StageOp, FrameOp)):
             raise CheckpointError(f"{op.name} holds capabilities at {op.held()}: run() first")
         if state is None:
             continue
