@@ -603,3 +603,81 @@ def test_bad_stage_definitions_are_named_at_the_users_line():
         )
     with pytest.raises(dd.GraphError, match=r"not inside a loop"):
         xs.iterate(lambda v: cbp.stage("s", print, key={"k": "int64"}, inputs={"xs": v})["o"])
+
+
+# ---------------------------------------------------------------------- checkpoints
+
+
+@pytest.mark.parametrize("runtime", ["embedded", (2, True)])
+def test_a_stage_restored_mid_work_gives_what_an_uninterrupted_run_gives(runtime, tmp_path):
+    """A checkpoint taken while messages are on their way to the next epoch and a framed
+    increment is still open; the restored flow goes on exactly as the first would have."""
+
+    def hour(record, state):
+        return record[1] // 10, state
+
+    def build(directory):
+        flow = new_flow(runtime, checkpoint=str(directory))
+        xs = flow.input("xs", schema={"k": "int64", "v": "int64"})
+        bonus = flow.input("bonus", schema={"b": "int64"})
+        stage = cbp.stage(
+            "tally",
+            tally,
+            key={"k": "int64"},
+            inputs={
+                "xs": cbp.Flow(xs, frame_by=hour),
+                "bonus": cbp.Flow(bonus, route_by=cbp.ALL),
+            },
+            loopbacks={"msg": cbp.Loopback({"k": "int64", "v": "int64"})},
+            outputs={
+                "seen": {
+                    "k": "int64",
+                    "total": "int64",
+                    "n_xs": "int64",
+                    "n_msg": "int64",
+                    "n_b": "int64",
+                }
+            },
+            state={"k": "int64", "total": "int64"},
+            grouping="inner",
+            runnable=cbp.RunnableANY,
+        )
+        return flow, xs, bonus, stage["seen"].output(), stage.state.output()
+
+    epochs = [[(1, 4), (2, 3)], [(1, 4), (3, 12)], [(4, 2), (0, 25)], [(2, 31)]]
+
+    def feed(xs, bonus, flow, start, stop):
+        for e in range(start, stop):
+            xs.insert(epochs[e])
+            bonus.insert([(1,)] if e % 2 else [])
+            xs.advance_to(e + 1)
+            bonus.advance_to(e + 1)
+            flow.run()
+
+    def finish(xs, bonus, flow, seen, kept):
+        xs.close()
+        bonus.close()
+        flow.run()
+        assert kept.complete_through >= 6  # (the messages go on after the input closed)
+        changes = sorted(map(tuple, seen.changes().values.tolist()))
+        snaps = [sorted(map(tuple, kept.snapshot(e).values.tolist())) for e in range(1, 7)]
+        return changes, snaps
+
+    flow, xs, bonus, seen, kept = build(tmp_path / "a")
+    with flow:
+        feed(xs, bonus, flow, 0, len(epochs))
+        want = finish(xs, bonus, flow, seen, kept)
+
+    flow, xs, bonus, seen, kept = build(tmp_path / "b")
+    with flow:
+        feed(xs, bonus, flow, 0, 2)
+        flow.checkpoint()
+        feed(xs, bonus, flow, 2, 3)  # (work the restored flow does again)
+    flow, xs, bonus, seen, kept = build(tmp_path / "b")
+    with flow:
+        assert flow.restore() == 1
+        feed(xs, bonus, flow, 2, len(epochs))
+        got = finish(xs, bonus, flow, seen, kept)
+    # (a restored output holds the checkpoint's epoch as its changes at that epoch)
+    assert [c for c in got[0] if c[5] > 1] == [c for c in want[0] if c[5] > 1]
+    assert got[1] == want[1]
