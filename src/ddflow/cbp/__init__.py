@@ -295,8 +295,10 @@ def stage(
             )
         )
     out_specs = []
-    for n, sch in (outputs or {}).items():
-        out_specs.append(FlowSpec(fresh(n, "output"), _schema(sch, name, n, site), Route("none")))
+    for n, out_schema in (outputs or {}).items():
+        out_specs.append(
+            FlowSpec(fresh(n, "output"), _schema(out_schema, name, n, site), Route("none"))
+        )
     state_spec = None
     if state is not None:
         st = state if isinstance(state, State) else State(state)

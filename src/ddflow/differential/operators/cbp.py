@@ -28,7 +28,7 @@ import datetime
 import operator
 import sys
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -105,7 +105,7 @@ def _checker(stage: StageSpec, flow: FlowSpec, what: str) -> Callable[[Any], tup
                     _bad(stage, flow, what, record, f"column {n!r} ({t}) is null")
             elif not ok(v):
                 _bad(stage, flow, what, record, f"column {n!r} is {t}, got {type(v).__name__}")
-        return record
+        return record  # type: ignore[no-any-return]
 
     return check
 
@@ -280,8 +280,8 @@ class StageOp(Operator):
             done = f.filter(pl.col(CAST) == COMPLETE).sort(FRAME)
             for seq, fkey in done.select(FRAME, FKEY).rows():
                 got = self.framed[port].pop(seq, [])
-                frame = pl.concat(got, how="vertical") if got else None
-                self.queues[port].append(_Increment(seq, fkey, frame))
+                inc = pl.concat(got, how="vertical") if got else None
+                self.queues[port].append(_Increment(seq, fkey, inc))
                 fresh = True
         if fresh or self.again == t:
             self.again = None
@@ -396,7 +396,7 @@ class StageOp(Operator):
         out.epoch = t
         read, size = 0, self.state_size
         old: list[tuple[Any, list[tuple[Any, ...]]]] = []
-        empty = dict.fromkeys(self.names, ())
+        empty: dict[str, Sequence[tuple[Any, ...]]] = dict.fromkeys(self.names, ())
         orders = self.orders
         for k, g in groups.items():
             for name, recs in to_all.items():

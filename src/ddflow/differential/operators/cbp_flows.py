@@ -118,7 +118,7 @@ class StageSpec:
 
     def functions(self) -> list[Any]:
         """The user's functions: translate, Runnable, the flows' RouteBy, OrderBy, FrameBy."""
-        fns = [self.translate, self.runnable]
+        fns: list[Any] = [self.translate, self.runnable]
         for f in [*self.readable, *self.outputs, *(x for x in (self.state,) if x is not None)]:
             fns += [f.route.fn, f.order_by if callable(f.order_by) else None, f.frame_by]
         return [fn for fn in fns if fn is not None]
