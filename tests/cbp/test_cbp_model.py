@@ -681,3 +681,39 @@ def test_a_stage_restored_mid_work_gives_what_an_uninterrupted_run_gives(runtime
     # (a restored output holds the checkpoint's epoch as its changes at that epoch)
     assert [c for c in got[0] if c[5] > 1] == [c for c in want[0] if c[5] > 1]
     assert got[1] == want[1]
+
+
+def test_state_stays_on_its_worker_an_epochs_traffic_follows_the_increment():
+    """With two worker processes, the bytes moved for an epoch of a few URLs are the same with
+    ten times the state: state written for a group's own key stays on its worker (the paper's
+    incremental shuffling) and is read there by index."""
+
+    def count(url, state, flows, out):
+        out.state((url, (state[0][1] if state else 0) + len(flows["urls"])))
+
+    def traffic(n_state):
+        flow = dd.Dataflow(workers=2, processes=True)
+        urls = flow.input("urls", schema={"url": "str"})
+        cbp.stage(
+            "count",
+            count,
+            key={"url": "str"},
+            inputs={"urls": urls},
+            state={"url": "str", "n": "int64"},
+            grouping="inner",
+        )
+        with flow:
+            urls.insert([f"u{i}" for i in range(n_state)])
+            urls.advance_to(1)
+            flow.run()
+            remote = flow.worker.shards[1:]  # (worker 0 is this process)
+            before = sum(s.bytes_in + s.bytes_out for s in remote)
+            for e in range(2, 6):  # a few epochs of ten URLs, half of them known
+                urls.insert([f"u{i}" for i in range(5)] + [f"new{e}-{i}" for i in range(5)])
+                urls.advance_to(e)
+                flow.run()
+            return (sum(s.bytes_in + s.bytes_out for s in remote) - before) / 4
+
+    small, large = traffic(2_000), traffic(20_000)
+    assert large < 1.3 * small, (small, large)
+    assert large < 20_000 * 8, "an epoch moved as many bytes as the state has records"
