@@ -717,3 +717,67 @@ def test_state_stays_on_its_worker_an_epochs_traffic_follows_the_increment():
     small, large = traffic(2_000), traffic(20_000)
     assert large < 1.3 * small, (small, large)
     assert large < 20_000 * 8, "an epoch moved as many bytes as the state has records"
+
+
+@pytest.mark.parametrize("runtime", ["embedded", (3, False), (2, True)])
+def test_a_cycle_of_two_stages_through_a_feedback(runtime):
+    """Stage A counts what reaches a key, from its input and from stage B; B sends the key back
+    to A until its count reaches 4: each trip takes an epoch."""
+
+    def a(key, state, flows, out):
+        total = (state[0][1] if state else 0) + len(flows["xs"]) + len(flows["back"])
+        out.state((key, total))
+        out.write("to_b", (key, total))
+
+    def b(key, state, flows, out):
+        for _, total in flows["from_a"]:
+            if total < 4:
+                out.write("back", (key,))
+
+    flow = new_flow(runtime)
+    xs = flow.input("xs", schema={"k": "int64"})
+    back = cbp.Feedback(flow, {"k": "int64"})
+    first = cbp.stage(
+        "a",
+        a,
+        key={"k": "int64"},
+        inputs={"xs": xs, "back": back.collection},
+        outputs={"to_b": {"k": "int64", "total": "int64"}},
+        state={"k": "int64", "total": "int64"},
+        grouping="inner",
+        runnable=cbp.RunnableANY,
+    )
+    second = cbp.stage(
+        "b",
+        b,
+        key={"k": "int64"},
+        inputs={"from_a": first["to_b"]},
+        outputs={"back": {"k": "int64"}},
+    )
+    back.close(second["back"])
+    totals = first["to_b"].output()
+    with flow:
+        xs.insert([(7,), (8,), (8,), (8,)])
+        xs.close()
+        flow.run()
+        got = sorted(map(tuple, totals.changes()[["k", "total", "time"]].values.tolist()))
+    assert got == [(7, 1, 0), (7, 2, 1), (7, 3, 2), (7, 4, 3), (8, 3, 0), (8, 4, 1)]
+
+
+def test_a_feedback_never_closed_is_named():
+    flow = dd.Dataflow()
+    xs = flow.input("xs", schema={"k": "int64"})
+    back = cbp.Feedback(flow, {"k": "int64"})  # the line named
+    cbp.stage("a", print, key={"k": "int64"}, inputs={"xs": xs, "back": back.collection})
+    xs.close()
+    with pytest.raises(dd.GraphError, match="never closed") as e:
+        flow.run()
+    site = e.value.site
+    with open(site.filename) as f:
+        assert "the line named" in f.read().splitlines()[site.lineno - 1]
+    other = dd.Dataflow()
+    ys = other.input("ys", schema={"k": "int64"})
+    with pytest.raises(dd.GraphError, match="cannot close with a collection of"):
+        cbp.Feedback(other, {"k": "str"}).close(ys)
+    with pytest.raises(dd.GraphError, match="of its dataflow"):
+        cbp.Feedback(other, {"k": "int64"}).close(xs)

@@ -56,6 +56,8 @@ The model's parts (cbp-socc2010 Table 1), with their defaults:
   flow ends. The records are framed in epoch order, and in an epoch in their sort order.
   :data:`FrameByPrior` (the default): an increment is what the flow received in an epoch, its
   framing key the epoch.
+* **Cycles of stages**: a stage's loopback flows return to itself; a :class:`Feedback`
+  carries a later stage's output back to an earlier stage's input one epoch later.
 * **Runnable** (``runnable=``, with ``runnable_state=``): a function
   ``(framing_keys, state) -> (reads, removes, state)`` given, for every input and loopback
   flow, the framing keys of its complete increments not removed yet; the stage runs if
@@ -92,6 +94,7 @@ from ddflow.schema import Schema
 __all__ = [
     "ALL",
     "ALL_STATE",
+    "Feedback",
     "Flow",
     "FrameByPrior",
     "Loopback",
@@ -207,6 +210,55 @@ class Stage:
 
     def __repr__(self) -> str:
         return f"Stage({self.name!r}, outputs={sorted(self.outputs)})"
+
+
+class Feedback:
+    """A flow from a later stage back to an earlier one, closing a cycle of stages: what its
+    source holds at epoch ``e``, at ``e + 1`` (records written by the later stage in ``e`` are
+    read by the earlier one in ``e + 1``, as on a loopback).
+
+    ``fb = cbp.Feedback(flow, schema)``; ``fb.collection`` is an input flow of the earlier
+    stage; ``fb.close(later["out"])`` gives it its source, once, before the first ``run()``.
+
+    >>> import ddflow as dd
+    >>> flow = dd.Dataflow()
+    >>> fb = cbp.Feedback(flow, {"k": "int64"})
+    >>> fb.collection.schema
+    Schema({'k': 'int64'})
+    """
+
+    def __init__(self, flow: Any, schema: Mapping[str, Any] | Schema) -> None:
+        site = call_site()
+        self.schema = schema if isinstance(schema, Schema) else Schema(schema)
+        self._flow = flow
+        self._node = flow.plan.add("delay", (), self.schema, flow.plan.top, {}, site)
+        self.collection = Collection(flow, self._node)
+        self._closed = False
+
+    def close(self, source: Collection) -> None:
+        """Make ``source`` (a collection of the same schema, at the top of the dataflow) the
+        feedback's source."""
+        site = call_site()
+        if self._closed:
+            raise GraphError("this cbp.Feedback is closed already", site=site)
+        if not isinstance(source, Collection) or source._flow is not self._flow:
+            raise GraphError(
+                f"a cbp.Feedback closes with a collection of its dataflow, got {source!r}",
+                site=site,
+            )
+        if source.schema != self.schema:
+            raise GraphError(
+                f"a cbp.Feedback of {dict(self.schema.items())} cannot close with a collection "
+                f"of {dict(source.schema.items())}",
+                site=site,
+            )
+        (node,) = _align([source], site)
+        if node.scope.parent is not None:
+            raise GraphError("a cbp.Feedback closes with a collection outside any loop", site=site)
+        self._flow.plan.add(
+            "delay_close", (node,), self.schema, node.scope, {"delay": self._node}, site
+        )
+        self._closed = True
 
 
 _METRICS = Schema(

@@ -43,6 +43,7 @@ from ddflow.differential.operators.join import ArrangeOp, Arranger, JoinOp
 from ddflow.differential.operators.linear import ConsolidateOp, Linear
 from ddflow.differential.operators.reduce import ReduceOp, ReduceSpec
 from ddflow.differential.operators.vertex import VertexOp
+from ddflow.errors import GraphError
 from ddflow.plan.fusion import fused_nodes
 from ddflow.plan.nodes import Node
 from ddflow.timely.cluster import Cluster, Idle, Shard
@@ -163,10 +164,18 @@ class _Builder:
         # node id -> how many inputs of other nodes read it
         # the nodes applied by their one consumer (see ddflow.plan.fusion)
         self.fusion = fused_nodes(plan, self.workers)
+        # feedbacks not closed yet (see _op_delay)
+        self.unclosed: dict[int, Node] = {}
 
     def build(self) -> None:
         for node in self.plan.nodes:
             getattr(self, f"_op_{node.op}")(node)
+        for node in self.unclosed.values():
+            raise GraphError(
+                "a cbp.Feedback was never closed: give it its source with close(collection) "
+                "before the first run()",
+                site=node.site,
+            )
         # (a fused node has one consumer, and every node is built: each was taken up)
         assert not self.fused, f"fused nodes without an operator: {sorted(self.fused)}"
 
@@ -532,13 +541,34 @@ class _Builder:
                 EPOCHS,
                 [lambda b, f=flow: k.from_polars(delay_route(spec, f, k.to_polars(b)))],
                 k,
-                lambda t: (t[0] + 1,),
+                _next_epoch,
                 Summary.increment(EPOCHS, 1),
             )
             self.worker.add(delay)
             self.worker.connect(op, len(spec.outputs) + j, delay, 0)
             self._connect(delay, 0, op, first_in + j, self._routed(len(spec.key)))
         self.ports[node.id] = (op, 0)
+
+    def _op_delay(self, node: Node) -> None:
+        """A feedback's collection (:class:`ddflow.cbp.Feedback`): what its source holds at
+        epoch ``e``, at ``e + 1``; the source is connected by the ``delay_close`` node."""
+        k = self.k
+
+        def later(batch: Any) -> Any:
+            return k.from_polars(k.to_polars(batch).with_columns(pl.col("__t0") + 1))
+
+        op = Linear("delay", [EPOCHS], EPOCHS, [later], k, _next_epoch, Summary.increment(EPOCHS))
+        self.worker.add(op)
+        self.ports[node.id] = (op, 0)
+        self.unclosed[node.id] = node
+
+    def _op_delay_close(self, node: Node) -> None:
+        (src,) = node.inputs
+        delay = node.params["delay"]
+        op, _ = self.ports[delay.id]
+        source, port = self._port(src.id)
+        self.worker.connect(source, port, op, 0)
+        del self.unclosed[delay.id]
 
     def _routed(self, width: int) -> Any:
         """The route of a stage's routed rows: keyed rows to the worker owning their key, the
@@ -668,6 +698,10 @@ class _Builder:
         op = ReduceOp(tt, k, arranger, spec, self._empty(node))
         self._add_reading(op, sources, name, arranger)
         self.ports[node.id] = (op, 0)
+
+
+def _next_epoch(t: tuple[int, ...]) -> tuple[int, ...]:
+    return (t[0] + 1,)
 
 
 def _to_first(batch: Any) -> tuple[tuple[int, Any], ...]:

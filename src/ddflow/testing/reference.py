@@ -189,6 +189,8 @@ class _Interpreter:
     def _stage(self, node: Node, env: dict[int, Counter]) -> Counter:
         raise ReferenceError("the reference interpreter cannot evaluate a CBP stage")
 
+    _delay = _delay_close = _stage
+
     # ------------------------------------------------------------------ joins and reductions
 
     def _join(self, node: Node, env: dict[int, Counter]) -> Counter:
