@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable, Mapping
+from functools import partial
 from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
 import polars as pl
@@ -27,6 +28,7 @@ from ddflow.differential.batch import DIFF
 from ddflow.differential.operators.cbp import StageOp
 from ddflow.differential.operators.cbp_flows import (
     KEYED,
+    FlowSpec,
     FrameOp,
     StageSpec,
     delay_route,
@@ -513,7 +515,7 @@ class _Builder:
         for flow, n in zip(spec.inputs, node.inputs, strict=True):
             src, port = self._port(n.id)
             if flow.frame_by is not None:
-                framer = self._pinned(lambda f=flow: FrameOp(spec, f, k), [EPOCHS], [EPOCHS])
+                framer = self._pinned(partial(FrameOp, spec, flow, k), [EPOCHS], [EPOCHS])
                 self.worker.add(framer)
                 self._connect(src, port, framer, 0, self._gather())
                 sources.append(framer)
@@ -522,13 +524,12 @@ class _Builder:
                 f"cbp-route({flow.name})",
                 [EPOCHS],
                 EPOCHS,
-                [lambda b, f=flow: k.from_polars(route_frame(spec, f, k.to_polars(b)))],
+                [_on_frames(route_frame, spec, flow, k)],
                 k,
             )
             self.worker.add(route)
             self.worker.connect(src, port, route, 0)
             sources.append(route)
-        op.name = f"cbp-stage({spec.name})"
         self.worker.add(op)
         for i, src in enumerate(sources):
             self._connect(src, 0, op, i, self._routed(len(spec.key)))
@@ -539,7 +540,7 @@ class _Builder:
                 f"cbp-loop({flow.name})",
                 [EPOCHS],
                 EPOCHS,
-                [lambda b, f=flow: k.from_polars(delay_route(spec, f, k.to_polars(b)))],
+                [_on_frames(delay_route, spec, flow, k)],
                 k,
                 _next_epoch,
                 Summary.increment(EPOCHS, 1),
@@ -698,6 +699,15 @@ class _Builder:
         op = ReduceOp(tt, k, arranger, spec, self._empty(node))
         self._add_reading(op, sources, name, arranger)
         self.ports[node.id] = (op, 0)
+
+
+def _on_frames(fn: Callable[..., Any], spec: StageSpec, flow: FlowSpec, k: Any) -> Any:
+    """A batch function applying ``fn(spec, flow, frame)`` to the batch as a Polars frame."""
+
+    def apply(batch: Any) -> Any:
+        return k.from_polars(fn(spec, flow, k.to_polars(batch)))
+
+    return apply
 
 
 def _next_epoch(t: tuple[int, ...]) -> tuple[int, ...]:

@@ -90,7 +90,7 @@ def url_count_stage(urls: Collection, *, name: str = "url_count") -> cbp.Stage:
         inputs={"urls": urls.select("url")},
         outputs={"updates": {"url": "str", "count": "int64"}},
         state={"url": "str", "count": "int64"},
-        grouping="inner",
+        grouping="outer",
     )
 
 

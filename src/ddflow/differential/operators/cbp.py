@@ -202,6 +202,7 @@ class StageOp(Operator):
         n_in = len(spec.in_ports())
         n_out = len(spec.out_ports()) + 2
         super().__init__([EPOCHS] * n_in, [EPOCHS] * n_out)
+        self.name = f"cbp-stage({spec.name})"
         self.spec, self.k, self.worker_no = spec, kernels, worker
         self.layouts = [routed_schema(spec.key, f) for f in spec.in_ports()]
         readable = spec.readable
