@@ -23,6 +23,7 @@ BENCHMARKS = {
     "workers": "benchmarks.workers",
     "checkpoint": "benchmarks.checkpoint",
     "crash": "benchmarks.crash",
+    "cbp": "benchmarks.cbp",
 }
 
 

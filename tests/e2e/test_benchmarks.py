@@ -3,10 +3,11 @@
 Each benchmark checks its own results against its baseline: the labels of connected components
 against SciPy's and NetworkX's, a join and group-by against Polars recomputing it, reachability
 against NetworkX, Spark SQL and Spark DataFrames, the Table 2 rows and the real-data windows
-against NetworkX. Run whole here, those checks run too. The figures of the JSON are checked
-against what ``benchmarks/README.md`` says they are: ratios against the medians they come
-from, series against their totals, and Figure 1's records in difference against label
-propagation computed in plain Python.
+against NetworkX, the URL counts of the three CBP designs against Polars. Run whole here,
+those checks run too. The figures of the JSON are checked against what
+``benchmarks/README.md`` says they are: ratios against the medians they come from, series
+against their totals, and Figure 1's records in difference against label propagation computed
+in plain Python.
 
 Not run whole here: ``pathway_cc``, which installs Pathway into a virtual environment of its
 own on first use (a download of minutes, and Pathway is no dependency of ddflow).
@@ -347,3 +348,67 @@ def test_crash(capsys: pytest.CaptureFixture[str]) -> None:
     r = run_benchmark("crash", capsys)  # (each trial's outcome is checked in it)
     assert r["trials"] == r["passed"] == 2
     assert sum(c["trials"] for c in r["configurations"].values()) == 2
+
+
+CBP_SETTINGS = ("CBP_INCREMENTS", "CBP_RECORDS", "CBP_URLS", "CBP_ZIPF", "CBP_RUNS")
+
+
+def test_cbp(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The URL count over increments: recomputed, black box and CBP inner grouping end with
+    Polars' counts of the stream (checked in it); the stage's state reads are the increment's
+    known URLs, its state the URLs before it; the summary is computed from the series."""
+    for var in CBP_SETTINGS:
+        monkeypatch.delenv(var, raising=False)
+    r = run_benchmark("cbp", capsys)
+    s = r["settings"]
+    assert (s["increments"], s["records"], s["urls"], s["runs"]) == (5, 2_000, 20_000, 2)
+    assert r["counts_equal"] is True
+    designs = ("recompute", "black_box", "cbp_inner")
+    incs = r["increments"]
+    assert [i["increment"] for i in incs] == list(range(5))
+    before = 0
+    for i in incs:
+        assert i["records"] == 2_000 and 0 < i["distinct_urls"] <= 2_000
+        assert i["hit_rate"] == pytest.approx(i["known_urls"] / i["distinct_urls"], abs=1e-4)
+        assert i["state_read"] == i["known_urls"] and i["state_size"] == before
+        assert i["calls"] == i["distinct_urls"] and i["black_box_calls"] == i["urls_after"]
+        assert i["urls_after"] == before + i["distinct_urls"] - i["known_urls"]
+        before = i["urls_after"]
+    assert incs[0]["hit_rate"] == 0 and all(0 < i["hit_rate"] < 1 for i in incs[1:])
+    summary = r["summary"]
+    assert summary["final_state_size"] == before and summary["records"] == 10_000
+    for d in designs:
+        runs = r["runs_ms"][d]
+        assert len(runs) == 2 and all(len(run) == 5 and min(run) > 0 for run in runs)
+        series = [i[f"{d}_ms"] for i in incs]
+        for k, ms in enumerate(series):
+            assert ms == pytest.approx(statistics.median(run[k] for run in runs), abs=2e-3)
+        assert summary["total_s"][d] == pytest.approx(sum(series) / 1e3, abs=1e-3)
+        check_ratio(summary["last_over_first"][d], series[-1], series[0], rel=1e-4)
+        check_ratio(summary["last_over_second"][d], series[-1], series[1], rel=1e-4)
+    for d in ("recompute", "black_box"):
+        check_ratio(
+            summary[f"{d}_over_cbp_inner_last"],
+            incs[-1][f"{d}_ms"],
+            incs[-1]["cbp_inner_ms"],
+            rel=1e-4,
+        )
+
+
+def test_cbp_fails_when_a_design_counts_wrong(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The benchmark's check: a design whose final counts differ from the stream's stops it,
+    naming the design and a URL."""
+    from benchmarks import cbp
+
+    def miscount(url: str, state: list[Any], flows: Any, out: Any) -> None:
+        previous = flows["counts"]
+        count = len(flows["urls"]) + (previous[0][1] if previous else 0)
+        out.write("counts", (url, min(count, 2)))  # a count stuck at 2
+        if flows["urls"]:
+            out.write("updates", (url, min(count, 2)))
+
+    for var, value in zip(CBP_SETTINGS, ("3", "500", "2000", "1.0", "1"), strict=True):
+        monkeypatch.setenv(var, value)
+    monkeypatch.setattr(cbp, "url_count_black_box", miscount)
+    with pytest.raises(AssertionError, match=r"black_box: \d+ URLs differ, e\.g\. 'http"):
+        cbp.run(quick=True)
