@@ -88,6 +88,8 @@ class Multiplicities:
         self._schema = dict(schema)
         self._names = list(self._schema)
         self._floats = [i for i, dt in enumerate(self._schema.values()) if dt.is_float()]
+        # (list values are kept as tuples, so that a record can be a dict key)
+        self._lists = [i for i, dt in enumerate(self._schema.values()) if isinstance(dt, pl.List)]
         self._base = pl.DataFrame(schema=self._schema)
         self._keys = np.empty(0, dtype=np.uint32)
         self._counts: np.ndarray = np.empty(0, dtype=np.int64)
@@ -165,7 +167,7 @@ class Multiplicities:
         """A call that fits in ``recent``: each record summed in Python, each shortfall that
         ``recent`` does not cover looked up in ``base`` by binary search."""
         rows = data.rows()
-        if self._floats:
+        if self._floats or self._lists:
             rows = [self._canonical(r) for r in rows]
         net: dict[Record, int] = {}
         first: dict[Record, int] = {}
@@ -208,7 +210,7 @@ class Multiplicities:
         j = int(keys.searchsorted(key))
         total = 0
         while j < len(keys) and keys[j] == key:
-            if _same(self._base.row(j), r):
+            if _same(self._canonical(self._base.row(j)), r):
                 total += int(self._counts[j])
             j += 1
         return total
@@ -302,14 +304,19 @@ class Multiplicities:
         return order, np.flatnonzero(new)
 
     def _canonical(self, r: Record) -> Record:
-        """``r`` with every NaN the same object, so that equal records are equal dict keys."""
-        if not self._floats:
+        """``r`` with every NaN the same object and lists as tuples, so that equal records are
+        equal dict keys."""
+        if not self._floats and not self._lists:
             return r
         out = list(r)
         for i in self._floats:
             x = out[i]
             if x is not None and x != x:
                 out[i] = _NAN
+        for i in self._lists:
+            x = out[i]
+            if x is not None:
+                out[i] = tuple(x)
         return tuple(out)
 
 

@@ -13,22 +13,20 @@ stages themselves (their flows, state and ``metrics``).
 Every flow of a CBP stage carries insertions: the input collections here only grow (a record
 removed from one raises :class:`ddflow.CBPError` when the stage reads it).
 
-A short session (the URL count)::
+A short session (the URL count):
 
-    import ddflow as dd
-    from ddflow.cbp.apps.web import url_count
-
-    flow = dd.Dataflow()
-    urls = flow.input("urls", schema={"url": "str"})
-    counts = url_count(urls).output()
-    with flow:
-        urls.insert([("a.com/x",), ("b.org/",), ("a.com/x",)])
-        urls.advance_to(1)
-        urls.insert([("a.com/x",)])
-        urls.advance_to(2)
-        flow.run()
-        counts.snapshot(0)  # a.com/x 2, b.org/ 1 (and a column multiplicity, 1)
-        counts.snapshot(1)  # a.com/x 3, b.org/ 1
+>>> import ddflow as dd
+>>> from ddflow.cbp.apps.web import url_count
+>>> flow = dd.Dataflow()
+>>> urls = flow.input("urls", schema={"url": "str"})
+>>> counts = url_count(urls).output()
+>>> urls.insert([("a.com/x",), ("b.org/",), ("a.com/x",)]); urls.advance_to(1)
+>>> urls.insert([("a.com/x",)]); urls.advance_to(2); flow.run()
+>>> counts.snapshot(0).sort_values("url").to_dict("list")  # (count is a column: multiplicity)
+{'url': ['a.com/x', 'b.org/'], 'count': [2, 1], 'multiplicity': [1, 1]}
+>>> counts.snapshot(1).sort_values("url").to_dict("list")
+{'url': ['a.com/x', 'b.org/'], 'count': [3, 1], 'multiplicity': [1, 1]}
+>>> flow.close()
 """
 
 from __future__ import annotations
@@ -38,10 +36,10 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-import ddflow as dd
 from ddflow import cbp
 from ddflow.api.collection import Collection
-from ddflow.errors import call_site
+from ddflow.errors import SchemaError, call_site
+from ddflow.expr.nodes import col, lit
 
 __all__ = [
     "CrawlQueue",
@@ -90,7 +88,7 @@ def url_count_stage(urls: Collection, *, name: str = "url_count") -> cbp.Stage:
         inputs={"urls": urls.select("url")},
         outputs={"updates": {"url": "str", "count": "int64"}},
         state={"url": "str", "count": "int64"},
-        grouping="outer",
+        grouping="inner",
     )
 
 
@@ -179,7 +177,7 @@ def crawl_set_difference_stage(
     if finished is not None:
         crawl = finished.select("crawl")
         for c in ("a", "b"):
-            inputs[f"{c}_done"] = cbp.Flow(crawl.filter(dd.col("crawl") == c), route_by=cbp.ALL)
+            inputs[f"{c}_done"] = cbp.Flow(crawl.filter(col("crawl") == c), route_by=cbp.ALL)
     return cbp.stage(
         name,
         _set_difference,
@@ -239,14 +237,14 @@ def crawl_set_difference(
     For example, crawl ``a`` finds ``x``, ``y`` in hour 1 and ``z`` in hour 2, crawl ``b``
     finds ``x`` in hour 1 and ``z``, ``w`` in hour 3, all in epoch 0, and both inputs close at
     epoch 1, ``a`` marked finished then: hours 1 of both are complete at epoch 0, hour 2 of
-    ``a`` and hour 3 of ``b`` at epoch 1.
-    Epoch 0 reads hour 1 of both: ``(y, a, 1)``; epoch 1 reads hour 2 of ``a`` alone (``b``
-    skipped it): ``(z, a, 2)``; epoch 2 reads hour 3 of ``b`` alone once ``a`` is marked
-    finished: ``(w, b, 3)`` (``z`` is known).
+    ``a`` and hour 3 of ``b`` at epoch 1. Epoch 0 reads hour 1 of both: ``(y, a, 1)``; epoch 1
+    reads hour 2 of ``a`` alone (``b`` skipped it): ``(z, a, 2)``; epoch 2 reads hour 3 of
+    ``b`` alone, ``a`` being finished: ``(w, b, 3)`` (``z`` is known). Without the mark,
+    ``(w, b, 3)`` is never reported.
     """
     stage = crawl_set_difference_stage(a, b, finished, name=name)
-    only_a = stage["only_a"].select("url", crawl=dd.lit("a"), hour=dd.col("hour"))
-    only_b = stage["only_b"].select("url", crawl=dd.lit("b"), hour=dd.col("hour"))
+    only_a = stage["only_a"].select("url", crawl=lit("a"), hour=col("hour"))
+    only_b = stage["only_b"].select("url", crawl=lit("b"), hour=col("hour"))
     return only_a.concat(only_b)
 
 
@@ -254,8 +252,12 @@ def crawl_set_difference(
 
 
 def site_of(url: str) -> str:
-    """The site of a URL: its host, lower case (``"http://A.com:80/x"`` -> ``"a.com"``); for a
-    URL without a scheme, what precedes the first ``/`` (``"a.com/x"`` -> ``"a.com"``)."""
+    """The site of a URL: its host, lower case; for a URL without a scheme, what precedes the
+    first ``/``.
+
+    >>> site_of("http://A.com:80/x"), site_of("a.com/x")
+    ('a.com', 'a.com')
+    """
     host = urlsplit(url).hostname
     if host:
         return host
@@ -298,7 +300,7 @@ class CrawlQueue:
 
     extract: cbp.Stage
     count: cbp.Stage
-    decide: cbp.Stage
+    merge: cbp.Stage
     queue: Collection
 
 
@@ -320,7 +322,7 @@ def crawl_queue_stages(
       keys), which keep their in-link counts as state (columns ``kind``, ``name``, ``count``)
       and write their new totals to ``url_counts`` (``url``, ``site``, ``count``) and
       ``site_counts`` (``site``, ``count``);
-    * ``decide`` (*merge*, with *score* and *threshold* as its postprocessing, as in Figure 10;
+    * ``merge`` (*merge*, with *score* and *threshold* as its postprocessing, as in Figure 10;
       stateful, inner grouping), key the site: every flow (``url_counts``, ``site_counts``,
       ``crawled``) routes by the site, ordered by the URL; its state is the site's known URLs,
       columns ``site``, ``url``, ``url_inlinks``, ``site_inlinks``, ``crawled`` (bool): the
@@ -335,7 +337,7 @@ def crawl_queue_stages(
     :func:`crawl_queue`).
     """
 
-    def decide(site: str, state: list[Record], flows: Flows, out: Any) -> None:
+    def merge_score_threshold(site: str, state: list[Record], flows: Flows, out: Any) -> None:
         """*merge* the site's new counts and crawled pages into its state, then *score* and
         *threshold* the URLs: a URL whose queue entry changed leaves and (re)enters."""
         site_in = state[0][3] if state else 0
@@ -364,7 +366,7 @@ def crawl_queue_stages(
 
     kind = pages.schema["links"].kind if "links" in pages.schema.names else None
     if kind not in ("list", "str"):
-        raise dd.SchemaError(
+        raise SchemaError(
             "crawl_queue: pages need a column 'links' of type list[str] (or str, URLs separated "
             f"by white space); their columns: {dict(pages.schema.items())}",
             site=call_site(),
@@ -394,7 +396,7 @@ def crawl_queue_stages(
     entries = {"url": "str", "score": "float64"}
     merge = cbp.stage(
         f"{name}.merge",
-        decide,
+        merge_score_threshold,
         key={"site": "str"},
         inputs={
             "url_counts": cbp.Flow(count["url_counts"], order_by="url"),
@@ -427,10 +429,9 @@ def crawl_queue(
 
     ``pages`` has the columns ``url`` (str), a crawled page, and ``links`` (``list[str]``, or a
     str of URLs separated by white space), the URLs it links to; each epoch brings the pages of
-    a crawl. The *site* of a URL is its host
-    (:func:`site_of`). A URL's in-links are the links to it in the pages crawled so far (each
-    element of a page's ``links``, each time the page is fed), its site's in-links those to any
-    URL of the site, and its score
+    a crawl. The *site* of a URL is its host (:func:`site_of`). A URL's in-links are the links
+    to it in the pages crawled so far (each element of a page's ``links``, each time the page
+    is fed), its site's in-links those to any URL of the site, and its score
 
         ``score = url_inlinks + site_weight * site_inlinks``
 
