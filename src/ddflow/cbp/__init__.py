@@ -84,8 +84,11 @@ from ddflow.differential.operators.cbp_flows import (
     ALL,
     ALL_STATE,
     FlowSpec,
+    FrameByPrior,
     Multicast,
+    OrderByAny,
     Route,
+    RouteByRcd,
     StageSpec,
 )
 from ddflow.errors import CallSite, GraphError, call_site
@@ -107,25 +110,6 @@ __all__ = [
     "State",
     "stage",
 ]
-
-
-class _Default:
-    def __init__(self, name: str) -> None:
-        self.name = name
-
-    def __repr__(self) -> str:
-        return f"cbp.{self.name}"
-
-    def __reduce__(self) -> str:
-        return self.name
-
-
-#: RouteBy: the record is its own group key (record-wise processing)
-RouteByRcd = _Default("RouteByRcd")
-#: OrderBy: any order within a group (the default)
-OrderByAny = _Default("OrderByAny")
-#: FrameBy: an increment per epoch in which the flow received records (the default)
-FrameByPrior = _Default("FrameByPrior")
 
 
 def RunnableALL(framing_keys: Mapping[str, list[int]], state: Any) -> tuple[Any, Any, Any]:

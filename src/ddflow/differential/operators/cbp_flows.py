@@ -27,9 +27,12 @@ __all__ = [
     "ALL",
     "ALL_STATE",
     "FlowSpec",
+    "FrameByPrior",
     "FrameOp",
     "Multicast",
+    "OrderByAny",
     "Route",
+    "RouteByRcd",
     "StageSpec",
     "delay_route",
     "route_frame",
@@ -60,6 +63,12 @@ class _Cast:
 ALL = _Cast("ALL")
 #: RouteBy's broadcast to the groups with state only (they are called for it)
 ALL_STATE = _Cast("ALL_STATE")
+#: RouteBy: the record is its own group key (record-wise processing)
+RouteByRcd = _Cast("RouteByRcd")
+#: OrderBy: any order within a group (the default)
+OrderByAny = _Cast("OrderByAny")
+#: FrameBy: an increment per epoch in which the flow received records (the default)
+FrameByPrior = _Cast("FrameByPrior")
 
 
 @dataclass(frozen=True)
