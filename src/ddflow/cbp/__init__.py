@@ -205,6 +205,7 @@ class Feedback:
     stage; ``fb.close(later["out"])`` gives it its source, once, before the first ``run()``.
 
     >>> import ddflow as dd
+    >>> from ddflow import cbp
     >>> flow = dd.Dataflow()
     >>> fb = cbp.Feedback(flow, {"k": "int64"})
     >>> fb.collection.schema

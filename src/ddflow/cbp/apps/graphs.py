@@ -23,10 +23,10 @@ from __future__ import annotations
 import json
 from typing import Any, NamedTuple
 
-import ddflow as dd
 from ddflow import cbp
 from ddflow.api.collection import Collection
 from ddflow.errors import CBPError
+from ddflow.expr.nodes import col as _col
 
 __all__ = [
     "CONTROL",
@@ -167,7 +167,7 @@ def clustering_coefficients(edges: Collection, name: str = "clustering") -> Coll
     node's coefficient row: it changes only for the nodes that translate was called for.
     """
     stage = clustering_coefficients_stage(edges, name)
-    col = dd.col
+    col = _col
     return stage.state.filter(col("nbr").is_null() & col("coefficient").is_not_null()).select(
         "node", "coefficient"
     )
@@ -741,7 +741,7 @@ def incremental_pagerank(
         grouping="inner",
         runnable=_one_increment_at_a_time,
     )
-    col = dd.col
+    col = _col
     ranks = stage.state.filter((col("node") != CONTROL) & col("rank").is_not_null())
     return PageRank(
         ranks.select("node", "rank"),
