@@ -594,6 +594,14 @@ def test_bad_stage_definitions_are_named_at_the_users_line():
             inputs={"xs": xs},
             outputs={"xs": {"k": "int64"}},
         )
+    with pytest.raises(dd.GraphError, match=r"a state record belongs to one group"):
+        cbp.stage(
+            "s",
+            print,
+            key={"k": "int64"},
+            inputs={"xs": xs},
+            state=cbp.State({"k": "int64"}, route_by=cbp.ALL),
+        )
     with pytest.raises(dd.GraphError, match=r"not inside a loop"):
         xs.iterate(lambda v: cbp.stage("s", print, key={"k": "int64"}, inputs={"xs": v})["o"])
 

@@ -346,6 +346,12 @@ def stage(
             _route(st.route_by, sch, key_schema, name, "state", site),
             _order(st.order_by, sch, name, "state", site),
         )
+        if state_spec.route.kind not in ("columns", "record", "fn"):
+            raise GraphError(
+                f"stage {name!r}: a state record belongs to one group: route the state by "
+                f"its key columns or a function of the record, not {st.route_by!r}",
+                site=site,
+            )
     assoc = None
     if any(f.route.kind == "multicast" for f in loop_specs):
         assoc_schema = Schema([*key_schema.items(), ("address", "str")])

@@ -443,6 +443,13 @@ class StageOp(Operator):
     def _add_state(self, f: pl.DataFrame) -> None:
         flow = self.spec.state
         assert flow is not None
+        if CAST in f.columns and f.filter(pl.col(CAST) != KEYED).height:
+            rec = f.filter(pl.col(CAST) != KEYED).select(flow.schema.names).row(0)
+            raise CBPError(
+                f"stage {self.spec.name!r}: the state's RouteBy sent {rec!r} to no one group; "
+                "a state record belongs to one group",
+                site=self.spec.site,
+            )
         recs = f.select(flow.schema.names).rows()
         for k, r, d in zip(self._keys(f), recs, f.get_column(DIFF).to_list(), strict=True):
             lst = self.state.get(k)
