@@ -48,6 +48,8 @@ def tally(key, state, flows, out):
 
 
 def tally_stage(xs, bonus, grouping):
+    """The :func:`tally` stage reading ``xs`` (a collection or a ``cbp.Flow``) and ``bonus``
+    (broadcast to the groups called)."""
     return cbp.stage(
         "tally",
         tally,
@@ -621,28 +623,7 @@ def test_a_stage_restored_mid_work_gives_what_an_uninterrupted_run_gives(runtime
         flow = new_flow(runtime, checkpoint=str(directory))
         xs = flow.input("xs", schema={"k": "int64", "v": "int64"})
         bonus = flow.input("bonus", schema={"b": "int64"})
-        stage = cbp.stage(
-            "tally",
-            tally,
-            key={"k": "int64"},
-            inputs={
-                "xs": cbp.Flow(xs, frame_by=hour),
-                "bonus": cbp.Flow(bonus, route_by=cbp.ALL),
-            },
-            loopbacks={"msg": cbp.Loopback({"k": "int64", "v": "int64"})},
-            outputs={
-                "seen": {
-                    "k": "int64",
-                    "total": "int64",
-                    "n_xs": "int64",
-                    "n_msg": "int64",
-                    "n_b": "int64",
-                }
-            },
-            state={"k": "int64", "total": "int64"},
-            grouping="inner",
-            runnable=cbp.RunnableANY,
-        )
+        stage = tally_stage(cbp.Flow(xs, frame_by=hour), bonus, "inner")
         return flow, xs, bonus, stage["seen"].output(), stage.state.output()
 
     epochs = [[(1, 4), (2, 3)], [(1, 4), (3, 12)], [(4, 2), (0, 25)], [(2, 31)]]
