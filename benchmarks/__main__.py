@@ -24,6 +24,7 @@ BENCHMARKS = {
     "checkpoint": "benchmarks.checkpoint",
     "crash": "benchmarks.crash",
     "cbp": "benchmarks.cbp",
+    "steps": "benchmarks.steps",
 }
 
 

@@ -46,8 +46,10 @@ SPECS = [
 ]
 K = LocalKernels()
 #: settings that take the skip's row path at any size, and its columnar path
-ROW_PATH = LocalSettings(reduce=ReduceSettings(small_rows=10**9))
-COLUMNAR_PATH = LocalSettings(small_batch_rows=0)
+ROW_PATH = LocalSettings(reduce=ReduceSettings(small_rows=10**9, compiled=False))
+COLUMNAR_PATH = LocalSettings(small_batch_rows=0, reduce=ReduceSettings(compiled=False))
+#: the compiled skip (integer values without nulls; with a null it leaves the key to the others)
+COMPILED_PATH = LocalSettings()
 
 value = st.one_of(st.none(), st.integers(0, 4))
 update = st.tuples(
@@ -118,7 +120,7 @@ def test_a_skipped_key_keeps_its_output_at_every_later_time(spec, history, new):
         spec.keys,
     )
     both = history + new
-    for paths in (ROW_PATH, COLUMNAR_PATH):
+    for paths in (ROW_PATH, COLUMNAR_PATH, COMPILED_PATH):
         args = (new_frame, out_frame)
         if paths is ROW_PATH:
             args = tuple(Rows(dict(a.schema), list(a.iter_rows())) for a in args)
@@ -158,7 +160,7 @@ def test_the_skip_is_not_tried_on_many_new_updates_per_output_row():
     history = [(0, 9, None, (0, 0), 1), (0, 5, None, (0, 0), 1), (0, 2, None, (0, 2), 1)]
     new = [(0, 9, None, (0, 1), -1), (0, 7, None, (0, 1), 1)]
     check_skip(spec, history, new, 1)
-    limits = ReduceSettings(skip_try_rows=2, skip_try_ratio=0.5)
+    limits = ReduceSettings(skip_try_rows=2, skip_try_ratio=0.5, compiled=False)
     check_skip(spec, history, new, 0, paths=(replace(COLUMNAR_PATH, reduce=limits),))
     rows = replace(limits, small_rows=10**9)
     check_skip(spec, history, new, 1, paths=(replace(ROW_PATH, reduce=rows),))
@@ -238,7 +240,7 @@ def check_skip(
     history: list[Any],
     new: list[Any],
     skips: int,
-    paths: tuple[LocalSettings, ...] = (ROW_PATH, COLUMNAR_PATH),
+    paths: tuple[LocalSettings, ...] = (ROW_PATH, COLUMNAR_PATH, COMPILED_PATH),
 ) -> None:
     tcols = TT.columns()
     schema = {"k": I64, "a": I64, "b": I64, **{c: I64 for c in tcols}, DIFF: I64}

@@ -245,12 +245,18 @@ class LocalKernels:
         nonempty = [b for b in batches if b.height]
         if len(nonempty) <= 1:
             return nonempty[0] if nonempty else batches[0]
-        if all(type(b) is Rows for b in nonempty):
-            first = nonempty[0]
-            if all(b.names == first.names for b in nonempty):
-                return first.like([r for b in nonempty for r in b.rows])
+        held = [b for b in nonempty if type(b) is Rows]
+        if held:
+            first = held[0]
             names = first.names
-            return first.like([r for b in nonempty for r in b.project(names).rows])
+            rows = first.like(
+                [r for b in held for r in (b.rows if b.names == names else b.project(names).rows)]
+            )
+            if len(held) == len(nonempty):
+                return rows
+            # (the rows made one frame, not one each: a reduce's pending keys are many small
+            # batches beside a large one)
+            nonempty = [rows, *(b for b in nonempty if type(b) is not Rows)]
         frames = [frame(b) for b in nonempty]
         if any(f.columns != frames[0].columns for f in frames):
             frames = [f.select(frames[0].columns) for f in frames]

@@ -25,6 +25,7 @@ import polars as pl
 from ddflow.differential.batch import DIFF, KEY
 from ddflow.runtime.local.columnar import one_time, run_starts, shares_key
 from ddflow.runtime.local.reduce.bounded_extremes import _SIGNED_SAFE
+from ddflow.runtime.local.reduce.compiled_paths import unchanged_compiled
 from ddflow.runtime.local.reduce.small_steps import _hold, _limit
 from ddflow.runtime.local.rows import Rows, frame, iter_rows
 from ddflow.runtime.local.settings import LocalSettings
@@ -68,6 +69,9 @@ def minmax_unchanged(
     tcols = tt.columns()
     if not tt.is_product or out_history.height == 0:
         return Rows({c: new.schema[c] for c in jkeys}, [])
+    compiled = unchanged_compiled(spec, new, out_history, tt, settings)
+    if compiled is not None:
+        return compiled
     if new.height + out_history.height <= _limit(settings):
         return _minmax_unchanged_rows(spec, new, out_history, tt, settings.reduce.exact_times)
     reduce = settings.reduce

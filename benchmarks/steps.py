@@ -1,0 +1,192 @@
+"""Per-step cost of a single change: operator steps, time per step, and the share of it in
+the compiled kernels, the operators' Python (and Polars) around them, and the scheduler.
+
+The change is `realdata`'s: one road of the shortest-path tree of France's highways (around
+Paris with ``--quick``) removed, then put back, one epoch each, against NetworkX's Dijkstra
+recomputing. Every operator step is timed (the worker's ``profile``), and so is every call of
+a compiled kernel (``ddflow.runtime.local.compiled``); a step's time splits into
+
+* ``compiled_kernels``: inside the compiled loops;
+* ``operators_python``: the rest of the operators' ``schedule`` (reads of the arrangements,
+  Polars, conversions to arrays, bookkeeping);
+* ``scheduler``: the rest of the epoch (progress tracking, activations, the input and output).
+
+With ``STEPS_AGAINST=<git revision>`` the same changes also run, in a process of their own, on
+that revision's ``src`` (taken with ``git archive`` from this repository), side by side in the
+same JSON: the code before a change to the kernels, say.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+from io import BytesIO
+from pathlib import Path
+from typing import Any
+
+import networkx as nx
+import numpy as np
+
+import ddflow as dd
+from benchmarks import realdata
+from benchmarks.common import machine, peak_rss_mb
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _timed_kernels(totals: dict[str, float]) -> None:
+    """Wrap the compiled kernels (where the code has them) to add their time to ``totals``."""
+    try:
+        from ddflow.runtime.local import compiled
+    except ImportError:  # (a revision before the compiled kernels)
+        return
+    for name in ("evaluate_extremes", "extremes_unchanged"):
+        fn = getattr(compiled, name)
+
+        def timed(*args: Any, _fn: Any = fn, **kwargs: Any) -> Any:
+            t0 = time.perf_counter()
+            try:
+                return _fn(*args, **kwargs)
+            finally:
+                totals["compiled"] += time.perf_counter() - t0
+
+        setattr(compiled, name, timed)
+
+
+def measure(quick: bool, changes: int) -> dict[str, Any]:
+    """ddflow's shortest paths, then ``changes`` roads removed and put back, each timed."""
+    totals = {"compiled": 0.0}
+    _timed_kernels(totals)
+    world = realdata.load_world_highways()
+    net = world.within(realdata.QUICK_BOX if quick else realdata.FULL_BOX)
+    source = net.nearest(*realdata.PARIS)
+    flow = dd.Dataflow()
+    edges = flow.input("edges", schema={"src": "int64", "dst": "int64", "weight": "int64"})
+    sources = flow.input("sources", schema={"node": "int64"})
+    out = dd.graph.shortest_paths(edges, sources).output()
+    t0 = time.perf_counter()
+    edges.insert_frame(realdata.both_directions(net.roads))
+    sources.insert([source])
+    realdata.advance(flow)
+    first_s = time.perf_counter() - t0
+    graph = nx.Graph()
+    graph.add_weighted_edges_from(net.roads.iter_rows())
+    dist = realdata.dijkstra(graph, source)
+    tree = realdata.tree_roads(net.roads, dist)
+    picks = np.random.default_rng(1).choice(
+        tree.height, size=min(changes, tree.height), replace=False
+    )
+    roads = list(tree[np.sort(picks)].iter_rows())
+    worker = flow.worker
+    worker.profile = True
+    rows = []
+    for remove in (True, False):
+        for a, b, w in roads:
+            worker.step_seconds.clear()
+            totals["compiled"] = 0.0
+            steps = worker.steps
+            t0 = time.perf_counter()
+            (edges.remove if remove else edges.insert)([(a, b, w), (b, a, w)])
+            realdata.advance(flow)
+            total = time.perf_counter() - t0
+            if remove:
+                graph.remove_edge(a, b)
+            else:
+                graph.add_edge(a, b, weight=w)
+            t1 = time.perf_counter()
+            dist = realdata.dijkstra(graph, source)
+            nx_s = time.perf_counter() - t1
+            assert realdata.as_dict(out, "node", "distance") == dist, "ddflow and Dijkstra disagree"
+            n = worker.steps - steps
+            operators = sum(worker.step_seconds.values())
+            rows.append(
+                {
+                    "removed": remove,
+                    "steps": n,
+                    "ms": total * 1e3,
+                    "dijkstra_ms": nx_s * 1e3,
+                    "us_per_step": total / n * 1e6,
+                    "compiled_us_per_step": totals["compiled"] / n * 1e6,
+                    "operators_python_us_per_step": (operators - totals["compiled"]) / n * 1e6,
+                    "scheduler_us_per_step": (total - operators) / n * 1e6,
+                }
+            )
+    med = lambda k: round(statistics.median(r[k] for r in rows), 2)  # noqa: E731
+    return {
+        "roads": net.roads.height,
+        "first_result_s": round(first_s, 3),
+        "changes": len(rows),
+        "median": {
+            k: med(k)
+            for k in (
+                "steps",
+                "ms",
+                "dijkstra_ms",
+                "us_per_step",
+                "compiled_us_per_step",
+                "operators_python_us_per_step",
+                "scheduler_us_per_step",
+            )
+        },
+        "speedup_vs_dijkstra_median": round(
+            statistics.median(r["dijkstra_ms"] / r["ms"] for r in rows), 3
+        ),
+        "compiled_share": round(
+            sum(r["compiled_us_per_step"] * r["steps"] for r in rows)
+            / sum(r["us_per_step"] * r["steps"] for r in rows),
+            3,
+        ),
+        "per_change": [
+            {k: round(v, 2) if isinstance(v, float) else v for k, v in r.items()} for r in rows
+        ],
+        "peak_rss_mb": peak_rss_mb(),
+    }
+
+
+def _against(revision: str, quick: bool, changes: int) -> dict[str, Any]:
+    """The same measurement on ``revision``'s ``src``, in a process of its own."""
+    archive = subprocess.run(
+        ["git", "-C", str(ROOT), "archive", revision, "src"],
+        check=True,
+        capture_output=True,
+        timeout=120,
+    ).stdout
+    with tempfile.TemporaryDirectory() as tmp:
+        with tarfile.open(fileobj=BytesIO(archive)) as tar:
+            tar.extractall(tmp, filter="data")
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join([f"{tmp}/src", str(ROOT)])}
+        code = (
+            "import json, sys; from benchmarks import steps; "
+            f"print(json.dumps(steps.measure({quick!r}, {changes})))"
+        )
+        done = subprocess.run(
+            [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=3600
+        )
+        if done.returncode:
+            raise RuntimeError(f"the run on {revision} failed:\n{done.stderr[-2000:]}")
+        import json
+
+        result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+        return result
+
+
+def run(quick: bool = False) -> dict[str, Any]:
+    changes = int(os.environ.get("STEPS_CHANGES", "3" if quick else "12"))
+    result: dict[str, Any] = {
+        "benchmark": "steps",
+        "machine": machine(),
+        "region": "around Paris" if quick else "northern France",
+        "this": measure(quick, changes),
+    }
+    revision = os.environ.get("STEPS_AGAINST")
+    if revision:
+        result["against"] = {"revision": revision, **_against(revision, quick, changes)}
+        result["speedup_per_change_vs_against"] = round(
+            result["against"]["median"]["ms"] / result["this"]["median"]["ms"], 2
+        )
+    return result
