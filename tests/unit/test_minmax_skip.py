@@ -22,6 +22,7 @@ from ddflow.differential.operators.reduce import ReduceSpec
 from ddflow.runtime.local.kernels import DIFF, KEY, LocalKernels
 from ddflow.runtime.local.reduce import minmax_unchanged, reduce_prepare
 from ddflow.runtime.local.reduce import skips as reduce_skips
+from ddflow.runtime.local.reduce.compiled_paths import unchanged_compiled
 from ddflow.runtime.local.rows import Rows
 from ddflow.runtime.local.settings import LocalSettings, ReduceSettings
 from ddflow.timely.lattice import TimeType
@@ -284,15 +285,15 @@ present_update = st.tuples(
         ),
     ),
 )
-def test_the_array_skip_keeps_its_promise_and_agrees_with_the_other_paths(
+def test_the_compiled_skip_keeps_its_promise_and_agrees_with_the_other_paths(
     spec, history, new, one_time, least, arbitrary
 ):
-    """One min (max) of a column without nulls, keyed by an integer key: the NumPy path of
-    the skip keeps the promise above, and returns exactly the keys of the Polars path, and
-    no key the row path does not (which also keeps the promise) (new updates at one time or
-    several; a max's values at the least int64, which the NumPy path leaves to the others,
-    now and then; and, for the agreement only, output histories no reduce would hold:
-    several rows at a time)."""
+    """One min (max) of a column without nulls, keyed by an integer key: the compiled skip
+    keeps the promise above and returns exactly the keys of the row path (the same tests:
+    the bound, then time by time), and every key of the Polars path (the bound alone) (new
+    updates at one time or several; a max's values at the least int64, which the compiled
+    skip leaves to the others, now and then; and, for the agreement only, output histories
+    no reduce would hold: several rows at a time)."""
     tcols = TT.columns()
     if one_time:
         new = [(k, a, b, new[0][3], d) for k, a, b, _, d in new]
@@ -326,9 +327,9 @@ def test_the_array_skip_keeps_its_promise_and_agrees_with_the_other_paths(
             )
         }
 
-    applies = reduce_skips._minmax_unchanged_arrays(spec, new_frame, out_frame, TT)
+    applies = unchanged_compiled(spec, new_frame, out_frame, TT, COMPILED_PATH)
     assert (applies is None) == (least and spec.aggs[0][1] == "max")
-    arrays = keys_of(minmax_unchanged(spec, new_frame, out_frame, TT, COLUMNAR_PATH))
+    polars = keys_of(minmax_unchanged(spec, new_frame, out_frame, TT, COLUMNAR_PATH))
     rows = keys_of(
         minmax_unchanged(
             spec,
@@ -337,16 +338,9 @@ def test_the_array_skip_keeps_its_promise_and_agrees_with_the_other_paths(
             ROW_PATH,
         )
     )
-    original = reduce_skips._minmax_unchanged_arrays
-    reduce_skips._minmax_unchanged_arrays = lambda *a: None
-    try:
-        polars = keys_of(minmax_unchanged(spec, new_frame, out_frame, TT, COLUMNAR_PATH))
-    finally:
-        reduce_skips._minmax_unchanged_arrays = original
-    assert arrays == polars
-    assert arrays <= rows  # (the row path also tests each time: see the test below)
+    assert polars <= rows  # (the row path also tests each time: see the test below)
     if applies is not None:
-        assert keys_of(applies) == arrays
+        assert keys_of(applies) == rows
     both = history + new
     for key in rows if arbitrary is None else ():
         for t in GRID:

@@ -97,25 +97,29 @@ def _run_end(keys: np.ndarray, start: int, key: int) -> int:
 
 
 @_jit
-def _extreme(values: np.ndarray, diffs: np.ndarray, least: bool) -> int:
-    """The least (``least``) or greatest value whose diffs sum to a positive multiplicity;
-    the caller knows there is one (the diffs sum to a positive count)."""
-    order = np.argsort(values, kind="mergesort")
+def _extreme(
+    hv: np.ndarray, col: int, hd: np.ndarray, order: np.ndarray, mask: np.ndarray, least: bool
+) -> int:
+    """The least (``least``) or greatest value of column ``col`` whose diffs, over the rows
+    at or below the query (``mask``), sum to a positive multiplicity. ``order`` holds the
+    key's rows sorted by that column, so the walk stops at the first such value (a min
+    rarely lies deep in a key's history); the caller knows there is one (the count is
+    positive)."""
     n = order.shape[0]
     k = 0
     while k < n:
-        at = order[k] if least else order[n - 1 - k]
-        v = values[at]
+        v = hv[order[k] if least else order[n - 1 - k], col]
         m = 0
         while k < n:
             r = order[k] if least else order[n - 1 - k]
-            if values[r] != v:
+            if hv[r, col] != v:
                 break
-            m += diffs[r]
+            if mask[r]:
+                m += hd[r]
             k += 1
         if m > 0:
             return v
-    return values[order[0]]  # (unreachable when the count is positive)
+    return hv[order[0], col]  # (unreachable when the count is positive)
 
 
 # ---------------------------------------------------------------------- evaluation
@@ -144,6 +148,7 @@ def _evaluate(
     ed = np.empty(2 * nq + 8, np.int64)
     ne = 0
     want = np.empty(nout, np.int64)
+    mask = np.zeros(hd.shape[0], np.bool_)  # (of the rows at or below a query: each key's own)
     i = h = o = 0
     while i < nq:
         key = qk[i]
@@ -162,23 +167,24 @@ def _evaluate(
         bt[:nb] = ot[o:o1]
         bv[:nb] = ov[o:o1]
         bd[:nb] = od[o:o1]
-        sel = np.empty(h1 - h, np.int64)
+        # the key's rows sorted by each extreme's column, once for all its queries
+        orders = np.empty((nout, h1 - h), np.int64)
+        for c in range(nout):
+            if kinds[c] != 2:
+                orders[c] = _lex_order(hv[:, cols[c] : cols[c] + 1], np.arange(h, h1))
         for qi in range(i, j):
-            ns = 0
             count = 0
             for r in range(h, h1):
-                if _le(ht, r, qt, qi):
-                    sel[ns] = r
-                    ns += 1
+                mask[r] = _le(ht, r, qt, qi)
+                if mask[r]:
                     count += hd[r]
             have = count > 0
             if have:
-                rows = sel[:ns]
                 for c in range(nout):
                     if kinds[c] == 2:
                         want[c] = count
                     else:
-                        want[c] = _extreme(hv[rows, cols[c]], hd[rows], kinds[c] == 0)
+                        want[c] = _extreme(hv, cols[c], hd, orders[c], mask, kinds[c] == 0)
             cur = np.empty(nb, np.int64)
             nc = 0
             for r in range(nb):
@@ -401,7 +407,9 @@ def _key_unchanged(
     least = nt[n0].copy()
     inserted = np.full(ncols, big, np.int64)
     retracted = np.full(ncols, big, np.int64)
+    any_retracted = False
     for r in range(n0, n1):
+        any_retracted = any_retracted or nd[r] < 0
         for c in range(width):
             least[c] = min(least[c], nt[r, c])
         for c in range(ncols):
@@ -466,7 +474,7 @@ def _key_unchanged(
                 ok = True
                 for c in range(ncols):
                     b = max(ov[live, c], bound[c])
-                    if not (inserted[c] >= b and (retracted[c] == big or retracted[c] > b)):
+                    if not (inserted[c] >= b and (not any_retracted or retracted[c] > b)):
                         ok = False
                 if ok:
                     return True

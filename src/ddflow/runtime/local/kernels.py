@@ -725,8 +725,10 @@ class LocalKernels:
         if keys.height == 0:
             return batch
         if type(batch) is Rows:
-            drop = keys if type(keys) is Rows else Rows(dict(keys.schema), keys.rows())
-            return R.without_keys(batch, drop)
+            if type(keys) is not Rows:  # (only the keys' rows whose code is among the batch's)
+                codes = pl.Series(R.codes_of(batch), dtype=pl.Int64).implode()
+                keys = Rows(dict(keys.schema), keys.filter(pl.col(KEY).is_in(codes)).rows())
+            return R.without_keys(batch, keys)
         keys = frame(keys)
         rest = [c for c in keys.columns if c != KEY]
         if (

@@ -53,10 +53,15 @@ def _columns(batch: Any, names: Sequence[str]) -> np.ndarray | None:
     if any(schema[n] not in _SIGNED_SAFE for n in names):
         return None
     if type(batch) is Rows:
-        rows, n = batch.rows, len(batch.rows)
-        out = np.empty((n, len(names)), dtype=np.int64)
+        at = [batch.index(c) for c in names]
         try:
-            for j, i in enumerate(batch.index(c) for c in names):
+            if all(t in _SIGNED_SAFE for t in schema.values()):  # (one conversion of them all)
+                n = len(batch.rows)
+                whole = np.array(batch.rows, dtype=np.int64).reshape(n, len(schema))
+                return np.ascontiguousarray(whole[:, at])
+            rows, n = batch.rows, len(batch.rows)
+            out = np.empty((n, len(names)), dtype=np.int64)
+            for j, i in enumerate(at):
                 out[:, j] = np.fromiter((r[i] for r in rows), dtype=np.int64, count=n)
         except TypeError:  # (a null)
             return None
@@ -101,10 +106,12 @@ def evaluate_compiled(
 ) -> Any:
     """:func:`~ddflow.runtime.local.reduce.evaluation.reduce_evaluate` by the compiled kernel,
     for an aggregate of ``min``, ``max`` and ``count``; None where it does not apply."""
-    if not settings.reduce.compiled or not _applies(spec, ("min", "max", "count"), tt):
+    if (
+        not settings.reduce.compiled
+        or not _applies(spec, ("min", "max", "count"), tt)
+        or isinstance(history, IndexedHistory)
+    ):
         return None
-    if isinstance(history, IndexedHistory):
-        history = history.rows()
     key, tcols, outs = spec.keys[0], tt.columns(), list(spec.outputs)
     q = _columns(queries, [key, *tcols])
     h = _by_key(history, key, tcols, spec.values)
