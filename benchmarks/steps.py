@@ -1,19 +1,20 @@
-"""Per-step cost of a single change: operator steps, time per step, and the share of it in
-the compiled kernels, the operators' Python (and Polars) around them, and the scheduler.
+"""Per-step cost of a single change: operator steps, time per step, and where a step's time
+goes: the reduces' ``schedule``, the other operators', and the scheduler around them.
 
 The change is `realdata`'s: one road of the shortest-path tree of France's highways (around
 Paris with ``--quick``) removed, then put back, one epoch each, against NetworkX's Dijkstra
-recomputing. Every operator step is timed (the worker's ``profile``), and so is every call of
-a compiled kernel (``ddflow.runtime.local.compiled``); a step's time splits into
+recomputing. Every operator step is timed (the worker's ``profile``); a change's time splits
+into
 
-* ``compiled_kernels``: inside the compiled loops;
-* ``operators_python``: the rest of the operators' ``schedule`` (reads of the arrangements,
-  Polars, conversions to arrays, bookkeeping);
-* ``scheduler``: the rest of the epoch (progress tracking, activations, the input and output).
+* ``reduce``: the reduces' steps (their reads of the arrangements, the interesting times, the
+  skips, the evaluation, the output's insertion);
+* ``other_operators``: the other operators' steps (the join, the arrangements, the loop's
+  variable and feedback, the input and output);
+* ``scheduler``: the rest (progress tracking, activations, the epoch's advance).
 
 With ``STEPS_AGAINST=<git revision>`` the same changes also run, in a process of their own, on
 that revision's ``src`` (taken with ``git archive`` from this repository), side by side in the
-same JSON: the code before a change to the kernels, say.
+same JSON: the code before a change, say.
 """
 
 from __future__ import annotations
@@ -39,29 +40,8 @@ from benchmarks.common import machine, peak_rss_mb
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _timed_kernels(totals: dict[str, float]) -> None:
-    """Wrap the compiled kernels (where the code has them) to add their time to ``totals``."""
-    try:
-        from ddflow.runtime.local import compiled
-    except ImportError:  # (a revision before the compiled kernels)
-        return
-    for name in ("evaluate_extremes", "extremes_unchanged"):
-        fn = getattr(compiled, name)
-
-        def timed(*args: Any, _fn: Any = fn, **kwargs: Any) -> Any:
-            t0 = time.perf_counter()
-            try:
-                return _fn(*args, **kwargs)
-            finally:
-                totals["compiled"] += time.perf_counter() - t0
-
-        setattr(compiled, name, timed)
-
-
 def measure(quick: bool, changes: int) -> dict[str, Any]:
     """ddflow's shortest paths, then ``changes`` roads removed and put back, each timed."""
-    totals = {"compiled": 0.0}
-    _timed_kernels(totals)
     world = realdata.load_world_highways()
     net = world.within(realdata.QUICK_BOX if quick else realdata.FULL_BOX)
     source = net.nearest(*realdata.PARIS)
@@ -88,7 +68,6 @@ def measure(quick: bool, changes: int) -> dict[str, Any]:
     for remove in (True, False):
         for a, b, w in roads:
             worker.step_seconds.clear()
-            totals["compiled"] = 0.0
             steps = worker.steps
             t0 = time.perf_counter()
             (edges.remove if remove else edges.insert)([(a, b, w), (b, a, w)])
@@ -104,6 +83,11 @@ def measure(quick: bool, changes: int) -> dict[str, Any]:
             assert realdata.as_dict(out, "node", "distance") == dist, "ddflow and Dijkstra disagree"
             n = worker.steps - steps
             operators = sum(worker.step_seconds.values())
+            reduce = sum(
+                s
+                for i, s in worker.step_seconds.items()
+                if type(worker.operators[i]).__name__ == "ReduceOp"
+            )
             rows.append(
                 {
                     "removed": remove,
@@ -111,8 +95,8 @@ def measure(quick: bool, changes: int) -> dict[str, Any]:
                     "ms": total * 1e3,
                     "dijkstra_ms": nx_s * 1e3,
                     "us_per_step": total / n * 1e6,
-                    "compiled_us_per_step": totals["compiled"] / n * 1e6,
-                    "operators_python_us_per_step": (operators - totals["compiled"]) / n * 1e6,
+                    "reduce_us_per_step": reduce / n * 1e6,
+                    "other_operators_us_per_step": (operators - reduce) / n * 1e6,
                     "scheduler_us_per_step": (total - operators) / n * 1e6,
                 }
             )
@@ -128,16 +112,16 @@ def measure(quick: bool, changes: int) -> dict[str, Any]:
                 "ms",
                 "dijkstra_ms",
                 "us_per_step",
-                "compiled_us_per_step",
-                "operators_python_us_per_step",
+                "reduce_us_per_step",
+                "other_operators_us_per_step",
                 "scheduler_us_per_step",
             )
         },
         "speedup_vs_dijkstra_median": round(
             statistics.median(r["dijkstra_ms"] / r["ms"] for r in rows), 3
         ),
-        "compiled_share": round(
-            sum(r["compiled_us_per_step"] * r["steps"] for r in rows)
+        "reduce_share": round(
+            sum(r["reduce_us_per_step"] * r["steps"] for r in rows)
             / sum(r["us_per_step"] * r["steps"] for r in rows),
             3,
         ),

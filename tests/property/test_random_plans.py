@@ -9,8 +9,7 @@ for every output and every epoch ``e``::
     changes()                         has no zero diff and one row per (record, time)
 
 Runtimes: ``local`` (small batches held as rows) and ``local-columnar`` (every batch in
-Polars, none of the compiled kernels) on every example, ``spark`` on a few small plans (a
-Spark step costs a few Spark jobs).
+Polars) on every example, ``spark`` on a few small plans (a Spark step costs a few Spark jobs).
 
 Records compare as the engine consolidates them: NaN equals NaN and ``-0.0`` equals ``0.0``
 (the two zeros are one record, kept with the sign of whichever came first; plans never divide
@@ -37,7 +36,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import ddflow as dd
-from ddflow.runtime.local.settings import LocalSettings, ReduceSettings
 from ddflow.testing import frame_to_counter, reference
 from ddflow.testing.budget import time_budget
 from ddflow.testing.strategies import Plan, plans
@@ -50,12 +48,9 @@ EPOCHS, UPDATES = (6, 10) if LONG else (4, 6)
 #: seconds one runtime may take for one stream before it counts as not terminating
 BUDGET = 60.0
 
-COLUMNAR = LocalSettings(reduce=ReduceSettings(compiled=False))
-
 RUNTIMES: dict[str, Callable[[], dd.Dataflow]] = {
     "local": lambda: dd.Dataflow(),
-    # (every batch in Polars, none of the compiled kernels: the columnar paths alone)
-    "local-columnar": lambda: dd.Dataflow(runtime=dd.LocalRuntime(COLUMNAR, small_batch_rows=0)),
+    "local-columnar": lambda: dd.Dataflow(runtime=dd.LocalRuntime(small_batch_rows=0)),
     # (several workers in this process, one after another: the routes and progress tracking
     # of worker processes, without a round trip at each step; the processes themselves run
     # test_random_loops_on_worker_processes)

@@ -1,6 +1,5 @@
 """Fixtures of the semantics suite: every test runs on the local runtime four times (as
-configured by default, small batches held as rows; ``"local-columnar"``, every batch in
-Polars, none of the compiled kernels;
+configured by default, small batches held as rows; ``"local-columnar"``, every batch in Polars;
 ``"local-w2"`` and ``"local-w3"``, two and three workers in this process), the tests in
 ``harness.PROCESS_SUBSET`` on two worker processes (``"workers"``), and the tests in
 ``harness.SPARK_SUBSET`` on the Spark runtime too, two workers hosted by a barrier stage

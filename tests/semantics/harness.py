@@ -17,7 +17,6 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import replace
 from typing import Any
 
 import pandas as pd
@@ -106,10 +105,6 @@ LARGE_DATA_PATHS = LocalSettings(
     lookups=LookupSettings(scan_rows=1),
 )
 
-#: the columnar variant: the columnar kernels alone, none compiled (the compiled kernels
-#: replace them for a min/max/count aggregate of integers in the other variants)
-COLUMNAR_PATHS = replace(LARGE_DATA_PATHS, reduce=replace(LARGE_DATA_PATHS.reduce, compiled=False))
-
 
 def make_flow(runtime: str) -> dd.Dataflow:
     """An empty dataflow on ``runtime`` (one of :data:`RUNTIMES`); the local runtimes with
@@ -117,7 +112,7 @@ def make_flow(runtime: str) -> dd.Dataflow:
     if runtime == "local":
         return dd.Dataflow(runtime=dd.LocalRuntime(LARGE_DATA_PATHS))
     if runtime == "local-columnar":  # every batch in Polars: the columnar kernels alone
-        return dd.Dataflow(runtime=dd.LocalRuntime(COLUMNAR_PATHS, small_batch_rows=0))
+        return dd.Dataflow(runtime=dd.LocalRuntime(LARGE_DATA_PATHS, small_batch_rows=0))
     if runtime == "workers":  # two workers, worker 1 a process of its own
         return dd.Dataflow(runtime=dd.LocalRuntime(LARGE_DATA_PATHS), workers=2)
     if runtime.startswith("local-w"):  # two or three workers run one after another in this

@@ -22,7 +22,6 @@ from ddflow.differential.operators.reduce import ReduceSpec
 from ddflow.runtime.local.kernels import DIFF, KEY, LocalKernels
 from ddflow.runtime.local.reduce import minmax_unchanged, reduce_prepare
 from ddflow.runtime.local.reduce import skips as reduce_skips
-from ddflow.runtime.local.reduce.compiled_paths import unchanged_compiled
 from ddflow.runtime.local.rows import Rows
 from ddflow.runtime.local.settings import LocalSettings, ReduceSettings
 from ddflow.timely.lattice import TimeType
@@ -47,10 +46,8 @@ SPECS = [
 ]
 K = LocalKernels()
 #: settings that take the skip's row path at any size, and its columnar path
-ROW_PATH = LocalSettings(reduce=ReduceSettings(small_rows=10**9, compiled=False))
-COLUMNAR_PATH = LocalSettings(small_batch_rows=0, reduce=ReduceSettings(compiled=False))
-#: the compiled skip (integer values without nulls; with a null it leaves the key to the others)
-COMPILED_PATH = LocalSettings()
+ROW_PATH = LocalSettings(reduce=ReduceSettings(small_rows=10**9))
+COLUMNAR_PATH = LocalSettings(small_batch_rows=0)
 
 value = st.one_of(st.none(), st.integers(0, 4))
 update = st.tuples(
@@ -121,7 +118,7 @@ def test_a_skipped_key_keeps_its_output_at_every_later_time(spec, history, new):
         spec.keys,
     )
     both = history + new
-    for paths in (ROW_PATH, COLUMNAR_PATH, COMPILED_PATH):
+    for paths in (ROW_PATH, COLUMNAR_PATH):
         args = (new_frame, out_frame)
         if paths is ROW_PATH:
             args = tuple(Rows(dict(a.schema), list(a.iter_rows())) for a in args)
@@ -161,7 +158,7 @@ def test_the_skip_is_not_tried_on_many_new_updates_per_output_row():
     history = [(0, 9, None, (0, 0), 1), (0, 5, None, (0, 0), 1), (0, 2, None, (0, 2), 1)]
     new = [(0, 9, None, (0, 1), -1), (0, 7, None, (0, 1), 1)]
     check_skip(spec, history, new, 1)
-    limits = ReduceSettings(skip_try_rows=2, skip_try_ratio=0.5, compiled=False)
+    limits = ReduceSettings(skip_try_rows=2, skip_try_ratio=0.5)
     check_skip(spec, history, new, 0, paths=(replace(COLUMNAR_PATH, reduce=limits),))
     rows = replace(limits, small_rows=10**9)
     check_skip(spec, history, new, 1, paths=(replace(ROW_PATH, reduce=rows),))
@@ -241,7 +238,7 @@ def check_skip(
     history: list[Any],
     new: list[Any],
     skips: int,
-    paths: tuple[LocalSettings, ...] = (ROW_PATH, COLUMNAR_PATH, COMPILED_PATH),
+    paths: tuple[LocalSettings, ...] = (ROW_PATH, COLUMNAR_PATH),
 ) -> None:
     tcols = TT.columns()
     schema = {"k": I64, "a": I64, "b": I64, **{c: I64 for c in tcols}, DIFF: I64}
@@ -285,15 +282,15 @@ present_update = st.tuples(
         ),
     ),
 )
-def test_the_compiled_skip_keeps_its_promise_and_agrees_with_the_other_paths(
+def test_the_array_skip_keeps_its_promise_and_agrees_with_the_other_paths(
     spec, history, new, one_time, least, arbitrary
 ):
-    """One min (max) of a column without nulls, keyed by an integer key: the compiled skip
-    keeps the promise above and returns exactly the keys of the row path (the same tests:
-    the bound, then time by time), and every key of the Polars path (the bound alone) (new
-    updates at one time or several; a max's values at the least int64, which the compiled
-    skip leaves to the others, now and then; and, for the agreement only, output histories
-    no reduce would hold: several rows at a time)."""
+    """One min (max) of a column without nulls, keyed by an integer key: the NumPy path of
+    the skip keeps the promise above, and returns exactly the keys of the Polars path, and
+    no key the row path does not (which also keeps the promise) (new updates at one time or
+    several; a max's values at the least int64, which the NumPy path leaves to the others,
+    now and then; and, for the agreement only, output histories no reduce would hold:
+    several rows at a time)."""
     tcols = TT.columns()
     if one_time:
         new = [(k, a, b, new[0][3], d) for k, a, b, _, d in new]
@@ -327,9 +324,9 @@ def test_the_compiled_skip_keeps_its_promise_and_agrees_with_the_other_paths(
             )
         }
 
-    applies = unchanged_compiled(spec, new_frame, out_frame, TT, COMPILED_PATH)
+    applies = reduce_skips._minmax_unchanged_arrays(spec, new_frame, out_frame, TT)
     assert (applies is None) == (least and spec.aggs[0][1] == "max")
-    polars = keys_of(minmax_unchanged(spec, new_frame, out_frame, TT, COLUMNAR_PATH))
+    arrays = keys_of(minmax_unchanged(spec, new_frame, out_frame, TT, COLUMNAR_PATH))
     rows = keys_of(
         minmax_unchanged(
             spec,
@@ -338,9 +335,16 @@ def test_the_compiled_skip_keeps_its_promise_and_agrees_with_the_other_paths(
             ROW_PATH,
         )
     )
-    assert polars <= rows  # (the row path also tests each time: see the test below)
+    original = reduce_skips._minmax_unchanged_arrays
+    reduce_skips._minmax_unchanged_arrays = lambda *a: None
+    try:
+        polars = keys_of(minmax_unchanged(spec, new_frame, out_frame, TT, COLUMNAR_PATH))
+    finally:
+        reduce_skips._minmax_unchanged_arrays = original
+    assert arrays == polars
+    assert arrays <= rows  # (the row path also tests each time: see the test below)
     if applies is not None:
-        assert keys_of(applies) == rows
+        assert keys_of(applies) == arrays
     both = history + new
     for key in rows if arbitrary is None else ():
         for t in GRID:

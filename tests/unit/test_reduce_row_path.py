@@ -37,8 +37,8 @@ from ddflow.timely.lattice import TimeType
 
 I64, STR = pl.Int64(), pl.String()
 #: settings that take the reduce kernels' row path at any size, and their columnar path
-ROW_PATH = LocalSettings(reduce=ReduceSettings(small_rows=10**9, compiled=False))
-COLUMNAR_PATH = LocalSettings(small_batch_rows=0, reduce=ReduceSettings(compiled=False))
+ROW_PATH = LocalSettings(reduce=ReduceSettings(small_rows=10**9))
+COLUMNAR_PATH = LocalSettings(small_batch_rows=0)
 TIMES = [
     TimeType(("product",)),
     TimeType(("product", "product")),
@@ -174,7 +174,7 @@ def test_row_path_equals_columnar_path(case):
         consolidated(as_frame(once_rows)), consolidated(as_frame(once_columnar)), check_exact=True
     )
     # the columnar path in slices of keys, as for a large history
-    in_slices = replace(COLUMNAR_PATH, reduce=ReduceSettings(evaluate_slice_rows=3, compiled=False))
+    in_slices = replace(COLUMNAR_PATH, reduce=ReduceSettings(evaluate_slice_rows=3))
     sliced = as_frame(reduce_evaluate(spec, queries, history, out_history, tt, in_slices))
     assert_frame_equal(consolidated(sliced), consolidated(columnar), check_exact=True)
 
@@ -331,10 +331,7 @@ def evaluate_with(
 ) -> pl.DataFrame:
     """The columnar evaluation with ``_extreme_by_bound`` replaced by ``bounded``, tried on
     histories of any size and taken whatever share of them is below the bounds."""
-    always = replace(
-        COLUMNAR_PATH,
-        reduce=ReduceSettings(bounded_rows=0, bounded_share=1.0, compiled=False),
-    )
+    always = replace(COLUMNAR_PATH, reduce=ReduceSettings(bounded_rows=0, bounded_share=1.0))
     saved = evaluation._extreme_by_bound
     evaluation._extreme_by_bound = bounded
     try:
@@ -389,9 +386,9 @@ def test_indexed_history_equals_the_updates_it_indexes(case, cuts, by_value, hea
             lookups=LookupSettings(scan_rows_per_key=0),
         )
     )
-    row_path = replace(k.settings, reduce=ReduceSettings(small_rows=10**9, compiled=False))
-    columnar = replace(k.settings, small_batch_rows=0, reduce=ReduceSettings(compiled=False))
-    in_slices = replace(columnar, reduce=ReduceSettings(evaluate_slice_rows=3, compiled=False))
+    row_path = replace(k.settings, reduce=ReduceSettings(small_rows=10**9))
+    columnar = replace(k.settings, small_batch_rows=0)
+    in_slices = replace(columnar, reduce=ReduceSettings(evaluate_slice_rows=3))
     tcols = tt.columns()
     (value,) = spec.values
     # the history cut into arranged batches; some sorted by value within each key

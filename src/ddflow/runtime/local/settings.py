@@ -192,10 +192,7 @@ class ReduceSettings:
       more than ``skip_try_ratio`` times (each key then has many new updates, one of which
       moves its min or max);
     * ``exact_times``: the row path of the min/max skip tests a key time by time at most at
-      this many times (beyond, the key is evaluated);
-    * ``compiled``: an aggregate of ``min``, ``max`` and ``count`` over integer columns takes
-      the compiled kernels (:mod:`~ddflow.runtime.local.reduce.compiled_paths`) at every size;
-      ``False`` leaves it to the row and columnar paths (the same results).
+      this many times (beyond, the key is evaluated).
 
     >>> ReduceSettings().evaluate_slice_rows
     2000000
@@ -211,7 +208,6 @@ class ReduceSettings:
     skip_try_rows: int = 100_000
     skip_try_ratio: float = 4
     exact_times: int = 64
-    compiled: bool = True
 
 
 @dataclass(frozen=True)

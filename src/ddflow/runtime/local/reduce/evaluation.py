@@ -34,7 +34,6 @@ from ddflow.runtime.local.columnar import (
 )
 from ddflow.runtime.local.index import IndexedHistory, positions, updates_at_most
 from ddflow.runtime.local.reduce.bounded_extremes import _extreme_by_bound
-from ddflow.runtime.local.reduce.compiled_paths import evaluate_compiled
 from ddflow.runtime.local.reduce.groups import _ROW_GROUP_FUNCTIONS, GROUP_FUNCTIONS
 from ddflow.runtime.local.reduce.small_steps import _hold, _limit
 from ddflow.runtime.local.rows import Rows, frame, iter_rows, rowable
@@ -110,9 +109,6 @@ def reduce_evaluate(
     that much history each: the same result (keys are independent), with the intermediate
     frames (the history paired with the queries, then summed) of one slice alive at a time,
     not of all keys at once (the first epoch of a large graph queries every key)."""
-    compiled = evaluate_compiled(spec, queries, history, out_history, tt, settings)
-    if compiled is not None:
-        return compiled
     if queries.height + history.height + out_history.height <= _limit(
         settings
     ) and _rows_path_applies(spec, history):
