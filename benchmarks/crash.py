@@ -68,13 +68,34 @@ class Child:
             env=env,
         )
         self.lines: queue.Queue[list[str] | None] = queue.Queue()
-        threading.Thread(target=self._read, daemon=True).start()
+        self.errors: list[str] = []
+        # (each pipe has one reader, a thread of its own, to the end: the process is waited
+        # for, never communicated with, which would read the same pipes)
+        self.readers = [
+            threading.Thread(target=self._read, daemon=True),
+            threading.Thread(target=self._read_errors, daemon=True),
+        ]
+        for reader in self.readers:
+            reader.start()
 
     def _read(self) -> None:
         assert self.proc.stdout is not None
         for line in self.proc.stdout:
             self.lines.put(line.split())
         self.lines.put(None)
+
+    def _read_errors(self) -> None:
+        assert self.proc.stderr is not None
+        self.errors.extend(self.proc.stderr)
+
+    def _reap(self, timeout: float) -> None:
+        """Wait for the process, then for its pipes' readers (which end at the pipes' end)."""
+        self.proc.wait(timeout=timeout)
+        for reader in self.readers:
+            reader.join(timeout=60)
+        for pipe in (self.proc.stdout, self.proc.stderr):
+            if pipe is not None:
+                pipe.close()
 
     def until(self, epochs: int, timeout: float = 300.0) -> list[list[str] | None]:
         """Wait for ``epochs`` more complete epochs (or the end: a None line); the lines."""
@@ -90,16 +111,16 @@ class Child:
     def kill(self) -> None:
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGKILL)
-        self.proc.communicate(timeout=60)
+        self._reap(60)
 
     def finish(self, timeout: float = 600.0) -> None:
         try:
-            _, err = self.proc.communicate(timeout=timeout)
+            self._reap(timeout)
         except subprocess.TimeoutExpired:
             self.kill()
             raise
         if self.proc.returncode != 0:
-            raise RuntimeError(f"the pipeline failed:\n{err}")
+            raise RuntimeError("the pipeline failed:\n" + "".join(self.errors))
 
 
 def outcome(out: str) -> tuple[dict[str, list[Any]], list[Any]]:
