@@ -14,6 +14,7 @@ import random
 
 import networkx as nx
 import pytest
+from cbp_runtimes import RUNTIMES, new_flow
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -24,16 +25,6 @@ from ddflow.cbp.apps.graphs import (
     clustering_coefficients_stage,
     incremental_pagerank,
 )
-
-
-def new_flow(runtime):
-    if runtime == "embedded":
-        return dd.Dataflow()
-    workers, processes = runtime
-    return dd.Dataflow(workers=workers, processes=processes)
-
-
-RUNTIMES = ["embedded", (3, False), (2, True)]
 
 
 def examples(runtime, embedded, threads, processes):

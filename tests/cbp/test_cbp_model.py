@@ -10,6 +10,7 @@ from __future__ import annotations
 import collections
 
 import pytest
+from cbp_runtimes import RUNTIMES, new_flow
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -17,16 +18,6 @@ import ddflow as dd
 from ddflow import cbp
 
 N = 5  # keys 0..N-1
-
-
-def new_flow(runtime, **kw):
-    if runtime == "embedded":
-        return dd.Dataflow(**kw)
-    workers, processes = runtime
-    return dd.Dataflow(workers=workers, processes=processes, **kw)
-
-
-RUNTIMES = ["embedded", (3, False), (2, True)]
 
 
 # ---------------------------------------------------------------------- a stage and its model

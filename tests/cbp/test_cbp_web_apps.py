@@ -14,6 +14,7 @@ import collections
 from collections import deque
 
 import pytest
+from cbp_runtimes import RUNTIMES, new_flow
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
@@ -26,15 +27,6 @@ from ddflow.cbp.apps.web import (
     url_count,
     url_count_stage,
 )
-
-RUNTIMES = ["embedded", (3, False), (2, True)]
-
-
-def new_flow(runtime):
-    if runtime == "embedded":
-        return dd.Dataflow()
-    workers, processes = runtime
-    return dd.Dataflow(workers=workers, processes=processes)
 
 
 def examples(runtime, n):

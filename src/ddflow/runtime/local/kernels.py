@@ -246,16 +246,11 @@ class LocalKernels:
         if len(nonempty) <= 1:
             return nonempty[0] if nonempty else batches[0]
         held = [b for b in nonempty if type(b) is Rows]
-        if held:
-            first = held[0]
-            names = first.names
-            rows = first.like(
-                [r for b in held for r in (b.rows if b.names == names else b.project(names).rows)]
-            )
+        if held:  # (as one batch: beside frames, one frame, not one each)
+            names = held[0].names
+            rows = held[0].like([r for b in held for r in b.project(names).rows])
             if len(held) == len(nonempty):
                 return rows
-            # (the rows made one frame, not one each: a reduce's pending keys are many small
-            # batches beside a large one)
             nonempty = [rows, *(b for b in nonempty if type(b) is not Rows)]
         frames = [frame(b) for b in nonempty]
         if any(f.columns != frames[0].columns for f in frames):
