@@ -1,0 +1,16 @@
+//! The data plane of ddflow, without Python.
+//!
+//! One module per concept, as in differential dataflow:
+//!
+//! * [`lattice`]: times of any width with product and lexicographic coordinates, their join,
+//!   meet and `advance_by`, and antichains (frontiers);
+//! * [`consolidation`]: updates with equal `(data, time)` added up.
+//!
+//! Nothing here knows of Python: the binding crate (`ddflow-native`) converts at the boundary,
+//! and every invariant is tested here with `cargo test`.
+
+pub mod consolidation;
+pub mod lattice;
+
+/// The version of the core, as the Python package checks it against its own.
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");
