@@ -36,6 +36,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import ddflow as dd
+from ddflow.runtime.local.settings import LocalSettings, ReduceSettings
 from ddflow.testing import frame_to_counter, reference
 from ddflow.testing.budget import time_budget
 from ddflow.testing.strategies import Plan, plans
@@ -49,8 +50,16 @@ EPOCHS, UPDATES = (6, 10) if LONG else (4, 6)
 BUDGET = 60.0
 
 RUNTIMES: dict[str, Callable[[], dd.Dataflow]] = {
-    "local": lambda: dd.Dataflow(),
-    "local-columnar": lambda: dd.Dataflow(runtime=dd.LocalRuntime(small_batch_rows=0)),
+    # (the reduces the native core covers run there)
+    "local": lambda: dd.Dataflow(
+        runtime=dd.LocalRuntime(LocalSettings(reduce=ReduceSettings(native=True)))
+    ),
+    # (every batch in Polars, and every reduce in Python rather than in the native core)
+    "local-columnar": lambda: dd.Dataflow(
+        runtime=dd.LocalRuntime(
+            LocalSettings(reduce=ReduceSettings(native=False)), small_batch_rows=0
+        )
+    ),
     # (several workers in this process, one after another: the routes and progress tracking
     # of worker processes, without a round trip at each step; the processes themselves run
     # test_random_loops_on_worker_processes)

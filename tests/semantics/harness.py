@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 import pandas as pd
@@ -40,6 +41,7 @@ from ddflow.testing.budget import time_budget
 #: "spark" too
 RUNTIMES: list[str] = [
     "local",
+    "local-python",
     "local-columnar",
     "local-w2",
     "local-w3",
@@ -101,9 +103,12 @@ Build = Callable[
 #: batch whole, other keys' updates too). Both local variants run with them.
 LARGE_DATA_PATHS = LocalSettings(
     sums=SumSettings(packed_rows=1),
-    reduce=ReduceSettings(evaluate_slice_rows=16),
+    reduce=ReduceSettings(evaluate_slice_rows=16, native=True),
     lookups=LookupSettings(scan_rows=1),
 )
+#: ... with every reduce in Python (:data:`LARGE_DATA_PATHS` runs those the native core
+#: covers there)
+PYTHON_REDUCES = replace(LARGE_DATA_PATHS, reduce=replace(LARGE_DATA_PATHS.reduce, native=False))
 
 
 def make_flow(runtime: str) -> dd.Dataflow:
@@ -111,8 +116,11 @@ def make_flow(runtime: str) -> dd.Dataflow:
     :data:`LARGE_DATA_PATHS`."""
     if runtime == "local":
         return dd.Dataflow(runtime=dd.LocalRuntime(LARGE_DATA_PATHS))
-    if runtime == "local-columnar":  # every batch in Polars: the columnar kernels alone
-        return dd.Dataflow(runtime=dd.LocalRuntime(LARGE_DATA_PATHS, small_batch_rows=0))
+    if runtime == "local-python":  # every reduce in Python, not in the native core
+        return dd.Dataflow(runtime=dd.LocalRuntime(PYTHON_REDUCES))
+    if runtime == "local-columnar":  # every batch in Polars: the columnar kernels alone (and
+        # every reduce in Python: its columnar paths)
+        return dd.Dataflow(runtime=dd.LocalRuntime(PYTHON_REDUCES, small_batch_rows=0))
     if runtime == "workers":  # two workers, worker 1 a process of its own
         return dd.Dataflow(runtime=dd.LocalRuntime(LARGE_DATA_PATHS), workers=2)
     if runtime.startswith("local-w"):  # two or three workers run one after another in this

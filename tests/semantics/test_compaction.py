@@ -37,8 +37,9 @@ def arrangement_sizes(flow) -> dict[str, int]:
         if hasattr(op, "spine"):
             sizes[f"{op!r}"] = len(op.spine)
         if isinstance(op, ReduceOp):
-            sizes[f"{op!r} output"] = len(op.output)
-            sizes[f"{op!r} input"] = len(op.input)
+            held_in, held_out = op.reducer.sizes()
+            sizes[f"{op!r} output"] = held_out
+            sizes[f"{op!r} input"] = held_in
     return sizes
 
 

@@ -18,7 +18,7 @@ import polars as pl
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ddflow.differential.operators.reduce import ReduceSpec
+from ddflow.differential.kernel import ReduceSpec
 from ddflow.runtime.local.kernels import DIFF, KEY, LocalKernels
 from ddflow.runtime.local.reduce import minmax_unchanged, reduce_prepare
 from ddflow.runtime.local.reduce import skips as reduce_skips

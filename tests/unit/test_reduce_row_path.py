@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from polars.testing import assert_frame_equal
 
-from ddflow.differential.operators.reduce import ReduceSpec
+from ddflow.differential.kernel import ReduceSpec
 from ddflow.runtime.local import reduce as local_reduce
 from ddflow.runtime.local import rows as local_rows
 from ddflow.runtime.local.kernels import DIFF, KEY, LocalKernels

@@ -17,6 +17,7 @@ import ddflow as dd
 from ddflow.differential.operators.reduce import ReduceOp
 from ddflow.differential.trace import TraceSettings
 from ddflow.runtime.local.reads import CachedReads
+from ddflow.runtime.local.reducer import KernelReducer
 from ddflow.runtime.local.settings import IndexSettings, LocalSettings
 from ddflow.testing import frame_to_counter, reference
 
@@ -52,7 +53,7 @@ def _count_reads(monkeypatch, ops: list[ReduceOp]) -> Counter:
     (the counter returned is updated as they happen)."""
     reads: Counter = Counter()
     for op in ops:
-        for name, spine in (("input", op.input), ("output", op.output)):
+        for name, spine in (("input", op.reducer.input), ("output", op.reducer.output)):
             real = spine.lookup
 
             def counting(*args: Any, _name: str = name, _real: Any = real, **kw: Any) -> Any:
@@ -183,12 +184,12 @@ def test_a_key_read_before_is_not_read_again(monkeypatch):
     over epochs of insertions and deletions (deletions are not skipped: their times are
     evaluated), each against the reference; such evaluations must occur, and read nothing."""
     reads: Counter = Counter()
-    evaluate = ReduceOp._evaluate
+    evaluate = KernelReducer._evaluate
     cached = []
     merged_since = []
     last_read: dict[int, int] = {}  # reduce -> its output trace's merges when last read
 
-    def spying(self: ReduceOp, queries: Any, keyset: Any) -> Any:
+    def spying(self: KernelReducer, queries: Any, keyset: Any) -> Any:
         want = set(np.asarray(keyset).tolist())
         kept = [self.reads._read.get(what) for what in ("input", "output")]
         covered = all(r is not None and want <= set(np.asarray(r[0]).tolist()) for r in kept)
@@ -196,13 +197,13 @@ def test_a_key_read_before_is_not_read_again(monkeypatch):
         total = sum(reads.values())
         result = evaluate(self, queries, keyset)
         if reads["output"] != before:
-            last_read[self.index] = self.output.reshaped
+            last_read[id(self)] = self.output.reshaped
         if covered:
             cached.append(sum(reads.values()) - total)
-            merged_since.append(self.output.reshaped != last_read.get(self.index))
+            merged_since.append(self.output.reshaped != last_read.get(id(self)))
         return result
 
-    monkeypatch.setattr(ReduceOp, "_evaluate", spying)
+    monkeypatch.setattr(KernelReducer, "_evaluate", spying)
     flow, edges, result, live = _path_components(15)
     reads = _count_reads(
         monkeypatch, [op for op in flow.worker.operators if isinstance(op, ReduceOp)]
@@ -260,7 +261,7 @@ def _kept_input_read() -> tuple[ReduceOp, Any]:
     edges.insert([(2, 9)])
     flow.advance_to(2)
     flow.run()
-    kept = op.reads._read.get("input")
+    kept = op.reducer.reads._read.get("input")
     assert kept is not None
     return op, kept
 
@@ -270,32 +271,34 @@ def test_a_kept_read_is_dropped_when_its_trace_gets_a_batch_it_was_not_given():
     is given (and adds to the read); a batch inserted otherwise drops it (its updates were
     not added), as does one given but not inserted."""
     op, kept = _kept_input_read()
-    op.reads._refresh("input", op.input, [])
-    assert op.reads._read.get("input") is kept  # (nothing inserted since: kept as it is)
-    row = op.input.parts()[-1]  # (any arranged batch of the trace's schema)
-    op.input.insert(row, op.kernels.height(row))
-    op.reads._refresh("input", op.input, [row])
-    assert op.reads._read.get("input") is not None  # (given: its updates added)
-    op.input.insert(row, op.kernels.height(row))
-    op.reads._refresh("input", op.input, [])
-    assert op.reads._read.get("input") is None  # (not given)
-    op.reads._keep("input", kept[0], kept[1])
-    op.reads._refresh("input", op.input, [row])
-    assert op.reads._read.get("input") is None  # (given, but not inserted)
+    op.reducer.reads._refresh("input", op.reducer.input, [])
+    assert op.reducer.reads._read.get("input") is kept  # (nothing inserted since: kept as it is)
+    row = op.reducer.input.parts()[-1]  # (any arranged batch of the trace's schema)
+    op.reducer.input.insert(row, op.kernels.height(row))
+    op.reducer.reads._refresh("input", op.reducer.input, [row])
+    assert op.reducer.reads._read.get("input") is not None  # (given: its updates added)
+    op.reducer.input.insert(row, op.kernels.height(row))
+    op.reducer.reads._refresh("input", op.reducer.input, [])
+    assert op.reducer.reads._read.get("input") is None  # (not given)
+    op.reducer.reads._keep("input", kept[0], kept[1])
+    op.reducer.reads._refresh("input", op.reducer.input, [row])
+    assert op.reducer.reads._read.get("input") is None  # (given, but not inserted)
 
 
 def test_a_kept_read_is_kept_through_a_merge_when_small(monkeypatch):
     """Through a merge (here the trace compacted) a kept read of a few keys and updates is
     kept; one of more updates than ``through_rows`` is dropped."""
     op, kept = _kept_input_read()
-    assert 0 < op.reads._rows(kept[1]) <= op.reads.settings.through_rows
-    op.input.compact()
-    op.reads._refresh("input", op.input, [])
-    assert op.reads._read.get("input") is kept
-    op.reads.settings = replace(op.reads.settings, through_rows=op.reads._rows(kept[1]) - 1)
-    op.input.compact()
-    op.reads._refresh("input", op.input, [])
-    assert op.reads._read.get("input") is None
+    assert 0 < op.reducer.reads._rows(kept[1]) <= op.reducer.reads.settings.through_rows
+    op.reducer.input.compact()
+    op.reducer.reads._refresh("input", op.reducer.input, [])
+    assert op.reducer.reads._read.get("input") is kept
+    op.reducer.reads.settings = replace(
+        op.reducer.reads.settings, through_rows=op.reducer.reads._rows(kept[1]) - 1
+    )
+    op.reducer.input.compact()
+    op.reducer.reads._refresh("input", op.reducer.input, [])
+    assert op.reducer.reads._read.get("input") is None
 
 
 def test_a_kept_read_does_not_keep_the_batches_a_trace_let_go_of(monkeypatch):
@@ -314,7 +317,7 @@ def test_a_kept_read_does_not_keep_the_batches_a_trace_let_go_of(monkeypatch):
     fueled = LocalSettings(trace=TraceSettings(fueled_rows=8, fuel_chunk=4))
     flow, edges, result, live = _path_components(20, fueled)
     reduces = [op for op in flow.worker.operators if isinstance(op, ReduceOp)]
-    spines = {id(sp): sp for op in reduces for sp in (op.input, op.output)}
+    spines = {id(sp): sp for op in reduces for sp in (op.reducer.input, op.reducer.output)}
     seen: list[weakref.ref[Any]] = []  # every batch these traces held
     checks = {"across": 0, "freed": 0}
     merges_at: dict[int, tuple[Any, int]] = {}  # id(kept read) -> (it, merges when first seen)
@@ -327,9 +330,9 @@ def test_a_kept_read_does_not_keep_the_batches_a_trace_let_go_of(monkeypatch):
         gc.collect()
         parts = {id(p) for sp in spines.values() for p in sp.parts()}
         for op in reduces:
-            for what, kept in op.reads._read.items():
+            for what, kept in op.reducer.reads._read.items():
                 parts.add(id(kept[1]))  # (a read's updates may be a batch itself)
-                merged = (op.input if what == "input" else op.output).merged_records
+                merged = (op.reducer.input if what == "input" else op.reducer.output).merged_records
                 first = merges_at.setdefault(id(kept), (kept, merged))[1]
                 checks["across"] += merged > first
         seen.extend(weakref.ref(p) for p in self.parts() if type(p) in (pl.DataFrame, Rows))
@@ -367,10 +370,11 @@ def test_a_kept_read_through_indexes_holds_only_batches_of_its_trace(monkeypatch
 
     def stepped(self: ReduceOp) -> None:
         schedule(self)
-        for what, (_, data, _) in self.reads._read.items():
+        reducer = self.reducer
+        for what, (_, data, _) in reducer.reads._read.items():
             if hasattr(data, "indexed"):
                 counts["indexed"] += 1
-                parts = (self.input if what == "input" else self.output).parts()
+                parts = (reducer.input if what == "input" else reducer.output).parts()
                 assert all(any(b is p for p in parts) for b, _, _ in data.indexed)
 
     def refreshing(self: CachedReads, what: str, spine: trace.Spine, added: list[Any]) -> None:

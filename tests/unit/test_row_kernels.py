@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import ddflow.runtime.local.reduce.skips as reduce_skips
-from ddflow.differential.operators.reduce import ReduceSpec
+from ddflow.differential.kernel import ReduceSpec
 from ddflow.expr.nodes import col, lit
 from ddflow.runtime.local.columnar import grouped_sums, merge_arrays
 from ddflow.runtime.local.kernels import DIFF, KEY, LocalKernels

@@ -4,12 +4,14 @@
 //! handles and plain values, declared in `ddflow/_native.pyi`. Errors cross as Python
 //! exceptions, never as panics.
 
+mod reducer;
+
 use ddflow_core::lattice::{Antichain, Coordinate, TimeType};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 
 /// A Python time type's coordinates (`"product"`, `"lexicographic"`) as the core's.
-fn time_type(coordinates: Vec<String>) -> PyResult<TimeType> {
+pub(crate) fn time_type(coordinates: Vec<String>) -> PyResult<TimeType> {
     let cs = coordinates
         .iter()
         .map(|c| match c.as_str() {
@@ -80,5 +82,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(time_less_equal, m)?)?;
     m.add_function(wrap_pyfunction!(time_join_meet, m)?)?;
     m.add_function(wrap_pyfunction!(time_advance_by, m)?)?;
+    m.add_class::<reducer::Reducer>()?;
     Ok(())
 }

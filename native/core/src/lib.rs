@@ -4,13 +4,15 @@
 //!
 //! * [`lattice`]: times of any width with product and lexicographic coordinates, their join,
 //!   meet and `advance_by`, and antichains (frontiers);
-//! * [`consolidation`]: updates with equal `(data, time)` added up.
+//! * [`consolidation`]: updates with equal `(data, time)` added up;
+//! * [`reduce`]: the reduce family's state and step (interesting times, evaluation, compaction).
 //!
 //! Nothing here knows of Python: the binding crate (`ddflow-native`) converts at the boundary,
 //! and every invariant is tested here with `cargo test`.
 
 pub mod consolidation;
 pub mod lattice;
+pub mod reduce;
 
 /// The version of the core, as the Python package checks it against its own.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");

@@ -12,9 +12,13 @@ addition is declared in its :class:`Capabilities`, and the protocol of each opti
 methods (:class:`SteppedMerges`, :class:`RowBatches`, :class:`DistinctSkips`) says what it
 then provides; operators test the declared flag, never ``hasattr``.
 
-A reduce reads its two arrangements by key set many times a step. How those reads are served
-(kept between reads, narrowed, added to) is the runtime's business: :meth:`Kernels.reduce_reads`
-gives the operator a :class:`ReduceReads` for its arrangements, and :class:`SpineReads`, which
+A reduce's state and its whole step are the runtime's: :meth:`Kernels.reducer` hands the
+operator a :class:`Reducer` for a :class:`ReduceSpec`, which owns the reduce's input and output
+arrangements and does a step in a few coarse calls (``take``, ``pending``, ``evaluate``,
+``set_since``), so that a native implementation crosses the boundary a few times a step, not
+dozens. The Python reducer reads its two arrangements by key set many times a step; how those
+reads are served (kept between reads, narrowed, added to) is the runtime's business:
+:meth:`Kernels.reduce_reads` gives it a :class:`ReduceReads`, and :class:`SpineReads`, which
 reads the spines afresh each time, is the plain implementation any runtime can return.
 
 Invariants every runtime keeps (the operators rely on them; the semantics suite checks them):
@@ -30,13 +34,14 @@ Invariants every runtime keeps (the operators rely on them; the semantics suite 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
+from ddflow.differential.batch import weight_column
 from ddflow.timely.lattice import Time, TimeType
 
 if TYPE_CHECKING:
-    from ddflow.differential.operators.reduce import ReduceSpec
+    from ddflow.differential.operators.join import Arranger
     from ddflow.differential.trace import Spine, TraceSettings
 
 __all__ = [
@@ -47,6 +52,8 @@ __all__ = [
     "Kernels",
     "Partitions",
     "ReduceReads",
+    "ReduceSpec",
+    "Reducer",
     "RowBatches",
     "SpineReads",
     "SteppedMerges",
@@ -173,6 +180,14 @@ class Kernels(Protocol):
     ) -> Batch: ...
 
     # the reduce family
+    def reducer(
+        self, spec: ReduceSpec, tt: TimeType, arranger: Arranger, output_empty: Batch
+    ) -> Reducer:
+        """The state and step of a reduce computing ``spec`` over the input that ``arranger``
+        shapes (its port functions and ``prepare``), with output batches like
+        ``output_empty``. The choice between implementations is made here, once."""
+        ...
+
     def reduce_reads(
         self, input: Spine, output: Spine, spec: ReduceSpec, tt: TimeType
     ) -> ReduceReads: ...
@@ -196,6 +211,134 @@ class Kernels(Protocol):
     ) -> Batch: ...
     def without_keys(self, batch: Batch, keys: Batch) -> Batch: ...
     def drop_key(self, batch: Batch) -> Batch: ...
+
+
+@dataclass(frozen=True)
+class ReduceSpec:
+    """What a reduce computes, for the runtime's kernels.
+
+    ``kind`` is ``"agg"`` (``aggs``: ``(output name, count|sum|min|max|mean|top_k|arg_max,
+    column)``, with ``ranked`` giving each ``top_k``/``arg_max`` its ``k`` and ``by``),
+    ``"distinct"``, ``"threshold"`` (``fn(m) -> m'``) or ``"reduce"`` (``fn(key, group)``).
+    ``values`` are the input columns the function reads besides the keys; ``weights`` the
+    pre-multiplied columns a count/sum-only aggregate keeps instead of values; ``outputs`` the
+    output columns after the keys, with their types in ``out_types``.
+    """
+
+    kind: str
+    keys: tuple[str, ...]
+    values: tuple[str, ...] = ()
+    weights: tuple[str, ...] = ()
+    outputs: tuple[str, ...] = ()
+    aggs: tuple[tuple[str, str, str | None], ...] = ()
+    fn: Callable[..., Any] | None = None
+    out_types: dict[str, Any] = field(default_factory=dict)
+    #: ``(output name, k, by column)`` of each ``top_k`` / ``arg_max`` in ``aggs``
+    ranked: tuple[tuple[str, int, str], ...] = ()
+
+    def rank_of(self, name: str) -> tuple[int, str]:
+        """``(k, by)`` of the ``top_k`` or ``arg_max`` aggregate named ``name``."""
+        for n, k, by in self.ranked:
+            if n == name:
+                return k, by
+        raise KeyError(name)
+
+    @staticmethod
+    def of(
+        kind: str,
+        keys: Sequence[str],
+        *,
+        aggs: Sequence[tuple[str, str, str | None]] = (),
+        fn: Callable[..., Any] | None = None,
+        values: Sequence[str] = (),
+        outputs: Sequence[str] = (),
+        out_types: dict[str, Any] | None = None,
+        ranked: Sequence[tuple[str, int, str]] = (),
+    ) -> ReduceSpec:
+        aggs = tuple(aggs)
+        weights: tuple[str, ...] = ()
+        if kind == "agg":
+            outputs = tuple(a[0] for a in aggs)
+            if all(a[1] in ("count", "sum", "mean") for a in aggs):
+                kind = "agg_weights"  # count/sum/mean keep only accumulated weights
+                weights = tuple(sorted({weight_column(c) for _, _, c in aggs if c is not None}))
+                values = ()
+            else:
+                read = {c for _, _, c in aggs if c is not None} | {by for _, _, by in ranked}
+                values = tuple(sorted(read))
+        return ReduceSpec(
+            kind,
+            tuple(keys),
+            tuple(values),
+            weights,
+            tuple(outputs),
+            aggs,
+            fn,
+            dict(out_types or {}),
+            tuple(ranked),
+        )
+
+    @property
+    def minmax_only(self) -> bool:
+        """An aggregate of only ``min`` and ``max``."""
+        return self.kind == "agg" and all(a[1] in ("min", "max") for a in self.aggs)
+
+
+class Reducer(Protocol):
+    """A reduce's two arrangements and its step (:mod:`ddflow.differential.operators.reduce`
+    states the invariant it maintains).
+
+    The operator keeps capabilities and frontiers; the reducer everything else. A step is::
+
+        took = reducer.take(messages)           # new input: arranged, interesting times pending
+        out = reducer.evaluate(frontier)        # the pending times complete at the frontier
+        ... (evaluate again while the operator's own capabilities held times back)
+        reducer.set_since(frontier)             # compaction of both arrangements
+
+    Invariants: :meth:`pending` is the antichain of minimal pending times, sorted (the
+    operator holds a capability for each); :meth:`evaluate` processes exactly the pending
+    ``(key, time)`` pairs whose time no element of ``frontier`` is ``<=``, in a linear extension
+    of the order within a key, and returns the output corrections by time.
+    """
+
+    #: whether the reduce runs in the native core (shown by ``Dataflow.explain``)
+    native: bool
+    #: ``(key, time)`` pairs evaluated so far (the work done, for instrumentation)
+    evaluated: int
+    #: keys whose new updates were seen to change nothing (no group rebuilt)
+    skipped: int
+
+    def take(self, messages: list[list[tuple[Time, Batch]]]) -> bool:
+        """Arrange and insert the new input (a list of ``(time, batch)`` per input port,
+        emptied) and add its interesting times to the pending ones; whether there was any."""
+        ...
+
+    def pending(self) -> list[Time]:
+        """The minimal pending times, sorted."""
+        ...
+
+    def evaluate(self, frontier: Sequence[Time]) -> list[tuple[Time, Batch]] | None:
+        """Evaluate the pending times complete at ``frontier``; the output corrections (keys
+        dropped) by time, or ``None`` where no pending time was complete."""
+        ...
+
+    def set_since(self, frontier: Sequence[Time]) -> None:
+        """The operator will read both arrangements only at times in advance of
+        ``frontier`` from now on (they may compact up to it)."""
+        ...
+
+    def save(self) -> dict[str, Any]:
+        """The two arrangements as Polars frames (``input.N``, ``output.N``), with nothing
+        pending; any :class:`Reducer` of the same spec loads them."""
+        ...
+
+    def load(self, frames: dict[str, Any]) -> None:
+        """Hold what :meth:`save` gave, in a reducer that holds nothing."""
+        ...
+
+    def sizes(self) -> tuple[int, int]:
+        """The updates held by the input and output arrangements."""
+        ...
 
 
 class SteppedMerges(Kernels, Protocol):

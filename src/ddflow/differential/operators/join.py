@@ -55,6 +55,8 @@ class Arranger:
         self.keys = list(keys)
         self.prepare = prepare
         self.sums = tuple(sums)
+        #: an empty batch of the input as it comes (before ``prepare``)
+        self.source_empty = empty
         empty = empty if prepare is None else prepare(empty)
         self.spine = Spine(kernels, tt, keys, kernels.arrange(empty, keys), sums=sums)
 

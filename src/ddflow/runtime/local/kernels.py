@@ -48,13 +48,16 @@ from ddflow.runtime.local.columnar import (
     sorted_by_key,
 )
 from ddflow.runtime.local.exprs import Overflow, row_builder
+from ddflow.runtime.local.native_reducer import NativeReducer, native_applies
 from ddflow.runtime.local.reads import CachedReads
+from ddflow.runtime.local.reducer import KernelReducer
 from ddflow.runtime.local.rows import Batch, Rows, as_rows, frame, partition_frame
 from ddflow.runtime.local.settings import LocalSettings
 from ddflow.timely.lattice import Time, TimeType
 
 if TYPE_CHECKING:
-    from ddflow.differential.operators.reduce import ReduceSpec
+    from ddflow.differential.kernel import ReduceSpec
+    from ddflow.differential.operators.join import Arranger
     from ddflow.differential.trace import Spine
 
 __all__ = ["LocalKernels"]
@@ -638,6 +641,18 @@ class LocalKernels:
     def change_log(self) -> ChangeLog:
         """An output's log, holding small epochs' changes as rows until read."""
         return ChangeLog(self.settings.held_epochs)
+
+    def reducer(
+        self, spec: ReduceSpec, tt: TimeType, arranger: Arranger, output_empty: Batch
+    ) -> KernelReducer | NativeReducer:
+        """The native reducer where the core covers ``spec`` and the settings allow it
+        (:mod:`ddflow.runtime.local.native_reducer`), else the Python reducer over these
+        kernels (:mod:`ddflow.runtime.local.reducer`)."""
+        if self.settings.reduce.native:
+            source = dict(self.to_polars(arranger.source_empty).schema)
+            if native_applies(spec, source):
+                return NativeReducer(self, spec, tt, arranger, output_empty)
+        return KernelReducer(self, spec, tt, arranger, output_empty)
 
     def reduce_reads(
         self, input: Spine, output: Spine, spec: ReduceSpec, tt: TimeType

@@ -31,7 +31,7 @@ from ddflow.runtime.local.rows import members
 from ddflow.runtime.local.settings import ReadSettings
 
 if TYPE_CHECKING:
-    from ddflow.differential.operators.reduce import ReduceSpec
+    from ddflow.differential.kernel import ReduceSpec
     from ddflow.differential.trace import Spine
     from ddflow.runtime.local.kernels import LocalKernels
     from ddflow.timely.lattice import TimeType

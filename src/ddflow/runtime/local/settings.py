@@ -192,7 +192,11 @@ class ReduceSettings:
       more than ``skip_try_ratio`` times (each key then has many new updates, one of which
       moves its min or max);
     * ``exact_times``: the row path of the min/max skip tests a key time by time at most at
-      this many times (beyond, the key is evaluated).
+      this many times (beyond, the key is evaluated);
+    * ``native``: a reduce the native core covers
+      (:mod:`ddflow.runtime.local.native_reducer`) runs there; ``False`` runs every reduce in
+      Python (the other settings above). Off by default until the core's step is faster than
+      Python's on every benchmark.
 
     >>> ReduceSettings().evaluate_slice_rows
     2000000
@@ -208,6 +212,7 @@ class ReduceSettings:
     skip_try_rows: int = 100_000
     skip_try_ratio: float = 4
     exact_times: int = 64
+    native: bool = False
 
 
 @dataclass(frozen=True)

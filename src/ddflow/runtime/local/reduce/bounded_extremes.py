@@ -25,7 +25,7 @@ from ddflow.runtime.local.settings import LocalSettings
 from ddflow.timely.lattice import TimeType
 
 if TYPE_CHECKING:
-    from ddflow.differential.operators.reduce import ReduceSpec
+    from ddflow.differential.kernel import ReduceSpec
 
 #: integer types whose values are exact as int64 (not UInt64)
 _SIGNED_SAFE = frozenset({pl.Int8, pl.Int16, pl.Int32, pl.Int64, pl.UInt8, pl.UInt16, pl.UInt32})

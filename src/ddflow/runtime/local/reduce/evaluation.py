@@ -34,14 +34,14 @@ from ddflow.runtime.local.columnar import (
 )
 from ddflow.runtime.local.index import IndexedHistory, positions, updates_at_most
 from ddflow.runtime.local.reduce.bounded_extremes import _extreme_by_bound
-from ddflow.runtime.local.reduce.groups import _ROW_GROUP_FUNCTIONS, GROUP_FUNCTIONS
+from ddflow.runtime.local.reduce.groups import _ROW_GROUP_FUNCTIONS, GROUP_FUNCTIONS, wrap_int64
 from ddflow.runtime.local.reduce.small_steps import _hold, _limit
 from ddflow.runtime.local.rows import Rows, frame, iter_rows, rowable
 from ddflow.runtime.local.settings import LocalSettings
 from ddflow.timely.lattice import Time, TimeType
 
 if TYPE_CHECKING:
-    from ddflow.differential.operators.reduce import ReduceSpec
+    from ddflow.differential.kernel import ReduceSpec
 
 __all__ = ["reduce_evaluate", "reduce_prepare", "time_queries"]
 
@@ -86,7 +86,10 @@ def reduce_prepare(spec: ReduceSpec, batch: Any, tt: TimeType) -> Any:
         schema.update({w: batch.schema[w[4:]] for w in spec.weights})
         return Rows(
             schema,
-            [(*g(r), *[None if r[i] is None else r[i] * r[d] for i in wi]) for r in batch.rows],
+            [
+                (*g(r), *[None if r[i] is None else wrap_int64(r[i] * r[d]) for i in wi])
+                for r in batch.rows
+            ],
         )
     if spec.kind == "agg_weights":
         ws = [(pl.col(w[4:]) * pl.col(DIFF)).alias(w) for w in spec.weights]

@@ -24,9 +24,19 @@ import polars as pl
 from ddflow.differential.batch import DIFF
 
 if TYPE_CHECKING:
-    from ddflow.differential.operators.reduce import ReduceSpec
+    from ddflow.differential.kernel import ReduceSpec
 
-__all__ = ["GROUP_FUNCTIONS"]
+__all__ = ["GROUP_FUNCTIONS", "wrap_int64"]
+
+
+def wrap_int64(value: int) -> int:
+    """An integer as 64-bit two's-complement arithmetic leaves it (a sum that overflows
+    ``int64`` wraps, as the columnar path's and the native core's sums do).
+
+    >>> wrap_int64(2 * (2**63 - 1))
+    -2
+    """
+    return ((value + 2**63) % 2**64) - 2**63
 
 
 def _cast(value: Any, dtype: Any) -> Any:
@@ -37,7 +47,7 @@ def _cast(value: Any, dtype: Any) -> Any:
         if dtype.is_float():
             return float(value)
         if dtype.is_integer() and not isinstance(value, bool):
-            return int(value)
+            return wrap_int64(int(value)) if dtype == pl.Int64 else int(value)
     return value
 
 

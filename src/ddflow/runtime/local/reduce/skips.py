@@ -31,7 +31,7 @@ from ddflow.runtime.local.settings import LocalSettings
 from ddflow.timely.lattice import TimeType
 
 if TYPE_CHECKING:
-    from ddflow.differential.operators.reduce import ReduceSpec
+    from ddflow.differential.kernel import ReduceSpec
 
 __all__ = ["distinct_unchanged", "minmax_unchanged"]
 

@@ -1,0 +1,389 @@
+//! `ddflow._native.Reducer`: the core's reducer behind the Python `Reducer` contract.
+//!
+//! Input crosses as columns (NumPy views of the batches' `int64` buffers, read through the
+//! buffer protocol, with a validity mask of bytes where a column has nulls) or, for a batch
+//! held as Python rows, as its tuples; output leaves as tuples per time (few rows) or as the
+//! `int64` bytes of each column with its validity. The GIL is released around the core's work.
+
+use ddflow_core::lattice::Antichain;
+use ddflow_core::reduce::{Aggregate, Corrections, KeyedUpdate, Logic, Reducer as Core, Row};
+use pyo3::buffer::PyBuffer;
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use pyo3::types::{PyBool, PyBytes, PyList, PyTuple};
+
+use crate::time_type;
+
+/// A column as it crosses: its `int64` values and, where it has nulls, a byte per row that is
+/// non-zero for a valid value.
+#[derive(FromPyObject)]
+pub struct Column(PyBuffer<i64>, Option<PyBuffer<u8>>);
+
+impl Column {
+    fn read(&self, py: Python<'_>) -> PyResult<Vec<Option<i64>>> {
+        let values = self.0.to_vec(py)?;
+        Ok(match &self.1 {
+            None => values.into_iter().map(Some).collect(),
+            Some(mask) => {
+                let mask = mask.to_vec(py)?;
+                if mask.len() != values.len() {
+                    return Err(PyValueError::new_err(
+                        "a column's validity has another length than its values",
+                    ));
+                }
+                values
+                    .into_iter()
+                    .zip(mask)
+                    .map(|(v, ok)| (ok != 0).then_some(v))
+                    .collect()
+            }
+        })
+    }
+}
+
+/// The state and step of one reduce, in the core.
+#[pyclass(module = "ddflow._native")]
+pub struct Reducer {
+    core: Core,
+    width: usize,
+    keys: usize,
+    values: usize,
+    /// output columns (keys, then outputs) to give as Python booleans in rows
+    booleans: Vec<bool>,
+    /// the values taken are summed columns, multiplied by the diff on the way in (`sum(c)`
+    /// keeps `c × diff`: accumulating is adding)
+    weights: bool,
+}
+
+/// `values × diff`, the weights of an update (null stays null).
+fn weighted(values: Row, diff: i64) -> Row {
+    values
+        .into_iter()
+        .map(|v| v.map(|x| x.wrapping_mul(diff)))
+        .collect()
+}
+
+fn logic(kind: &str, aggs: Vec<(String, Option<usize>)>) -> PyResult<Logic> {
+    let parsed = aggs
+        .into_iter()
+        .map(|(a, i)| match (a.as_str(), i) {
+            ("count", _) => Ok(Aggregate::Count),
+            ("sum", Some(i)) => Ok(Aggregate::Sum(i)),
+            ("min", Some(i)) => Ok(Aggregate::Min(i)),
+            ("max", Some(i)) => Ok(Aggregate::Max(i)),
+            (other, _) => Err(PyValueError::new_err(format!(
+                "the native reducer has no aggregate {other:?} over {i:?}"
+            ))),
+        })
+        .collect::<PyResult<Vec<_>>>()?;
+    match kind {
+        "agg_weights" => Ok(Logic::Weights(parsed)),
+        "agg" => Ok(Logic::Values(parsed)),
+        "distinct" => Ok(Logic::Distinct),
+        other => Err(PyValueError::new_err(format!(
+            "the native reducer has no reduce of kind {other:?}"
+        ))),
+    }
+}
+
+fn check_len(what: &str, n: usize, expected: usize) -> PyResult<()> {
+    if n != expected {
+        return Err(PyValueError::new_err(format!(
+            "{what}: {n} columns where {expected} were expected"
+        )));
+    }
+    Ok(())
+}
+
+impl Reducer {
+    fn frontier(&self, frontier: Vec<Vec<i64>>) -> PyResult<Antichain> {
+        let tt = self.core.time_type();
+        for f in &frontier {
+            check_len("a frontier's time", f.len(), self.width)?;
+        }
+        Ok(Antichain::from_times(
+            tt,
+            frontier.iter().map(Vec::as_slice),
+        ))
+    }
+
+    /// The corrections as `[(time, rows)]`, each row a tuple of keys, outputs, time, diff.
+    fn as_rows<'py>(&self, py: Python<'py>, out: Corrections) -> PyResult<Bound<'py, PyList>> {
+        let list = PyList::empty(py);
+        for (time, rows) in out {
+            let items = PyList::empty(py);
+            for (key, values, diff) in rows {
+                let mut cells: Vec<Bound<'py, PyAny>> =
+                    Vec::with_capacity(key.len() + values.len() + self.width + 1);
+                for (i, v) in key.iter().chain(values.iter()).enumerate() {
+                    cells.push(match v {
+                        None => py.None().into_bound(py),
+                        Some(x) if self.booleans.get(i).copied().unwrap_or(false) => {
+                            PyBool::new(py, *x != 0).to_owned().into_any()
+                        }
+                        Some(x) => x.into_pyobject(py)?.into_any(),
+                    });
+                }
+                for t in &time {
+                    cells.push(t.into_pyobject(py)?.into_any());
+                }
+                cells.push(diff.into_pyobject(py)?.into_any());
+                items.append(PyTuple::new(py, cells)?)?;
+            }
+            list.append((PyTuple::new(py, &time)?, items))?;
+        }
+        Ok(list)
+    }
+
+    /// The corrections as `[(time, height, columns, diffs)]`: each column the `int64` bytes of
+    /// its values and the bytes of its validity (`None` without nulls).
+    fn as_columns<'py>(&self, py: Python<'py>, out: Corrections) -> PyResult<Bound<'py, PyList>> {
+        let list = PyList::empty(py);
+        for (time, rows) in out {
+            let n = rows.len();
+            let ncols = rows.first().map_or(0, |(k, v, _)| k.len() + v.len());
+            let mut values = vec![Vec::with_capacity(n * 8); ncols];
+            let mut valid = vec![Vec::with_capacity(n); ncols];
+            let mut diffs = Vec::with_capacity(n * 8);
+            for (key, vals, diff) in &rows {
+                for (i, v) in key.iter().chain(vals.iter()).enumerate() {
+                    values[i].extend_from_slice(&v.unwrap_or(0).to_le_bytes());
+                    valid[i].push(u8::from(v.is_some()));
+                }
+                diffs.extend_from_slice(&diff.to_le_bytes());
+            }
+            let columns = PyList::empty(py);
+            for (v, ok) in values.iter().zip(&valid) {
+                let mask = if ok.iter().all(|b| *b == 1) {
+                    py.None().into_bound(py)
+                } else {
+                    PyBytes::new(py, ok).into_any()
+                };
+                columns.append((PyBytes::new(py, v), mask))?;
+            }
+            list.append((
+                PyTuple::new(py, &time)?,
+                n,
+                columns,
+                PyBytes::new(py, &diffs),
+            ))?;
+        }
+        Ok(list)
+    }
+}
+
+#[pymethods]
+impl Reducer {
+    /// A reducer of `kind` (`"agg_weights"`, `"agg"`, `"distinct"`) with aggregates
+    /// `[(kind, value column)]`, over `keys` key columns and `values` value columns, times of
+    /// the coordinates given; `booleans` marks the output columns that are booleans.
+    #[new]
+    fn new(
+        coordinates: Vec<String>,
+        kind: &str,
+        aggs: Vec<(String, Option<usize>)>,
+        keys: usize,
+        values: usize,
+        booleans: Vec<bool>,
+    ) -> PyResult<Self> {
+        let tt = time_type(coordinates)?;
+        let width = tt.width();
+        let logic = logic(kind, aggs)?;
+        if let Logic::Weights(a) | Logic::Values(a) = &logic {
+            for agg in a {
+                if let Aggregate::Sum(i) | Aggregate::Min(i) | Aggregate::Max(i) = agg {
+                    if *i >= values {
+                        return Err(PyValueError::new_err(format!(
+                            "an aggregate of value column {i} of {values}"
+                        )));
+                    }
+                }
+            }
+        }
+        Ok(Reducer {
+            weights: matches!(logic, Logic::Weights(_)),
+            core: Core::new(tt, logic),
+            width,
+            keys,
+            values,
+            booleans,
+        })
+    }
+
+    /// Adds a batch given as columns: keys, values (weights for `agg_weights`), times, diffs.
+    /// Returns how many updates it added.
+    fn take_columns(
+        &mut self,
+        py: Python<'_>,
+        keys: Vec<Column>,
+        values: Vec<Column>,
+        times: Vec<PyBuffer<i64>>,
+        diffs: PyBuffer<i64>,
+    ) -> PyResult<usize> {
+        check_len("keys", keys.len(), self.keys)?;
+        check_len("values", values.len(), self.values)?;
+        check_len("times", times.len(), self.width)?;
+        let keys = keys
+            .iter()
+            .map(|c| c.read(py))
+            .collect::<PyResult<Vec<_>>>()?;
+        let values = values
+            .iter()
+            .map(|c| c.read(py))
+            .collect::<PyResult<Vec<_>>>()?;
+        let times = times
+            .iter()
+            .map(|c| c.to_vec(py))
+            .collect::<PyResult<Vec<_>>>()?;
+        let diffs = diffs.to_vec(py)?;
+        let n = diffs.len();
+        let lengths = keys.iter().map(Vec::len).chain(values.iter().map(Vec::len));
+        if lengths.chain(times.iter().map(Vec::len)).any(|l| l != n) {
+            return Err(PyValueError::new_err("a batch's columns differ in length"));
+        }
+        let weights = self.weights;
+        let updates: Vec<KeyedUpdate> = (0..n)
+            .map(|r| {
+                let v: Row = values.iter().map(|c| c[r]).collect();
+                (
+                    keys.iter().map(|c| c[r]).collect::<Row>(),
+                    if weights { weighted(v, diffs[r]) } else { v },
+                    times.iter().map(|c| c[r]).collect(),
+                    diffs[r],
+                )
+            })
+            .collect();
+        let core = &mut self.core;
+        Ok(py.detach(|| core.take(updates)))
+    }
+
+    /// Adds a batch held as rows: the tuples, and the positions of the keys, values, times and
+    /// diff in them (integers, booleans or None).
+    fn take_rows(
+        &mut self,
+        py: Python<'_>,
+        rows: Vec<Bound<'_, PyTuple>>,
+        keys: Vec<usize>,
+        values: Vec<usize>,
+        times: Vec<usize>,
+        diff: usize,
+    ) -> PyResult<usize> {
+        check_len("keys", keys.len(), self.keys)?;
+        check_len("values", values.len(), self.values)?;
+        check_len("times", times.len(), self.width)?;
+        let mut updates: Vec<KeyedUpdate> = Vec::with_capacity(rows.len());
+        for row in &rows {
+            let get = |i: usize| -> PyResult<Option<i64>> { row.get_item(i)?.extract() };
+            let k = keys.iter().map(|&i| get(i)).collect::<PyResult<Row>>()?;
+            let v = values.iter().map(|&i| get(i)).collect::<PyResult<Row>>()?;
+            let t = times
+                .iter()
+                .map(|&i| row.get_item(i)?.extract::<i64>())
+                .collect::<PyResult<Vec<i64>>>()?;
+            let d: i64 = row.get_item(diff)?.extract()?;
+            let v = if self.weights { weighted(v, d) } else { v };
+            updates.push((k, v, t, d));
+        }
+        let core = &mut self.core;
+        Ok(py.detach(|| core.take(updates)))
+    }
+
+    /// The minimal pending times, sorted.
+    fn pending(&self) -> Vec<Vec<i64>> {
+        self.core.pending()
+    }
+
+    /// Evaluates the pending times complete at `frontier`: `None` if none was, else
+    /// `(rows, columns)`: the corrections of the times with at most `small_rows` of them as
+    /// rows, the others as columns (see the module).
+    fn evaluate<'py>(
+        &mut self,
+        py: Python<'py>,
+        frontier: Vec<Vec<i64>>,
+        small_rows: usize,
+    ) -> PyResult<Option<(Bound<'py, PyList>, Bound<'py, PyList>)>> {
+        let frontier = self.frontier(frontier)?;
+        let core = &mut self.core;
+        let Some(out) = py.detach(|| core.evaluate(&frontier)) else {
+            return Ok(None);
+        };
+        let (small, large): (Corrections, Corrections) = out
+            .into_iter()
+            .partition(|(_, rows)| rows.len() <= small_rows);
+        Ok(Some((
+            self.as_rows(py, small)?,
+            self.as_columns(py, large)?,
+        )))
+    }
+
+    /// The arrangements may compact up to `frontier`; up to `fuel` keys are swept.
+    fn set_since(&mut self, py: Python<'_>, frontier: Vec<Vec<i64>>, fuel: usize) -> PyResult<()> {
+        let frontier = self.frontier(frontier)?;
+        let core = &mut self.core;
+        py.detach(|| core.set_since(&frontier, fuel));
+        Ok(())
+    }
+
+    /// `(input updates, output updates)` held.
+    fn sizes(&self) -> (usize, usize) {
+        self.core.sizes()
+    }
+
+    /// `(key, time)` pairs evaluated so far.
+    #[getter]
+    fn evaluated(&self) -> u64 {
+        self.core.evaluated
+    }
+
+    /// Both arrangements as rows `(keys..., values..., times..., diff)`: `(input, output)`.
+    fn contents<'py>(&self, py: Python<'py>) -> PyResult<(Bound<'py, PyList>, Bound<'py, PyList>)> {
+        let (input, output) = self.core.contents();
+        let convert = |updates: Vec<KeyedUpdate>| -> PyResult<Bound<'py, PyList>> {
+            let list = PyList::empty(py);
+            for (k, v, t, d) in updates {
+                let mut cells: Vec<Bound<'py, PyAny>> = Vec::new();
+                for x in k.iter().chain(v.iter()) {
+                    cells.push(x.into_pyobject(py)?.into_any());
+                }
+                for x in &t {
+                    cells.push(x.into_pyobject(py)?.into_any());
+                }
+                cells.push(d.into_pyobject(py)?.into_any());
+                list.append(PyTuple::new(py, cells)?)?;
+            }
+            Ok(list)
+        };
+        Ok((convert(input)?, convert(output)?))
+    }
+
+    /// Loads arrangements given as columns `(keys, values, times, diffs)` for the input and
+    /// for the output (values: the output columns), into a reducer that holds nothing.
+    #[allow(clippy::too_many_arguments)]
+    fn load(
+        &mut self,
+        py: Python<'_>,
+        input: (Vec<Column>, Vec<Column>, Vec<PyBuffer<i64>>, PyBuffer<i64>),
+        output: (Vec<Column>, Vec<Column>, Vec<PyBuffer<i64>>, PyBuffer<i64>),
+    ) -> PyResult<()> {
+        let read = |(k, v, t, d): (Vec<Column>, Vec<Column>, Vec<PyBuffer<i64>>, PyBuffer<i64>)| -> PyResult<Vec<KeyedUpdate>> {
+            let k = k.iter().map(|c| c.read(py)).collect::<PyResult<Vec<_>>>()?;
+            let v = v.iter().map(|c| c.read(py)).collect::<PyResult<Vec<_>>>()?;
+            let t = t.iter().map(|c| c.to_vec(py)).collect::<PyResult<Vec<_>>>()?;
+            let d = d.to_vec(py)?;
+            Ok((0..d.len())
+                .map(|r| {
+                    (
+                        k.iter().map(|c| c[r]).collect(),
+                        v.iter().map(|c| c[r]).collect(),
+                        t.iter().map(|c| c[r]).collect(),
+                        d[r],
+                    )
+                })
+                .collect())
+        };
+        let input = read(input)?;
+        let output = read(output)?;
+        self.core.load(input, output);
+        Ok(())
+    }
+}

@@ -1,0 +1,721 @@
+//! The reduce family over partially ordered times, one key at a time.
+//!
+//! A reduce maintains, for every key `k` and every complete time `t`:
+//!
+//! ```text
+//! sum of output_k updates at times <= t  ==  f(sum of input_k updates at times <= t)
+//! ```
+//!
+//! A [`Reducer`] owns both arrangements. Each key's updates live together (its input history,
+//! its output history and its pending times), in a map ordered by the key's row encoding, so
+//! that a step visits its keys in sorted order and does everything for a key in one pass:
+//!
+//! * [`Reducer::take`]: the new updates are added to their keys' input histories; the
+//!   *interesting times* of a key, the least upper bounds of the subsets of its times that
+//!   contain a new time (where its accumulation may change), become pending;
+//! * [`Reducer::evaluate`]: the pending `(key, time)` pairs whose time is complete at the
+//!   frontier (no element of the frontier `<=` it) are evaluated, a key's in the flat
+//!   lexicographic order of times (a linear extension), each seeing the corrections made at
+//!   the earlier ones: `f(input_k[t]) - output_k[t]` is appended to the output and returned;
+//! * [`Reducer::set_since`]: times not in advance of the frontier can no longer be told apart;
+//!   a key's histories are advanced to it and consolidated when the key is next visited, and
+//!   a sweep, fuelled by the work of each step, compacts the keys no step visits, so that the
+//!   arrangements' size follows the live data, not the length of the history.
+//!
+//! The group functions ([`Logic`]) follow the semantics shared with the Python data plane and
+//! the reference interpreter: `count` is the sum of the multiplicities, `sum(c)` the sum of
+//! `c × multiplicity` (wrapping in 64 bits; nulls add nothing), a group yields a row only when
+//! its count is positive, `min`/`max` range over the non-null values whose multiplicity in the
+//! group (summed over the records holding the value) is positive, and `distinct` keeps the
+//! records of positive multiplicity once.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::consolidation::consolidate;
+use crate::lattice::{Antichain, TimeType};
+
+/// A row of nullable integer-family values (keys, values, outputs): `None` is null, ordered
+/// before every value.
+pub type Row = Vec<Option<i64>>;
+/// A time: `width` integers.
+pub type Time = Vec<i64>;
+
+/// What an output column of an aggregate computes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Aggregate {
+    /// The sum of the multiplicities.
+    Count,
+    /// The sum of value column `i` times the multiplicity (nulls skipped).
+    Sum(usize),
+    /// The least value of column `i` among those of positive multiplicity (null if none).
+    Min(usize),
+    /// The greatest value of column `i` among those of positive multiplicity (null if none).
+    Max(usize),
+}
+
+/// The function a reduce applies to each key's group.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Logic {
+    /// Aggregates of `count` and `sum` only, over pre-multiplied *weights*: an update's values
+    /// are its weights (`c × diff` for `sum(c)`), which add up like diffs. `Aggregate::Sum(i)`
+    /// reads weight `i`.
+    Weights(Vec<Aggregate>),
+    /// Aggregates over the records' value columns.
+    Values(Vec<Aggregate>),
+    /// The records (keys, no values) of positive multiplicity, once.
+    Distinct,
+}
+
+impl Logic {
+    fn additive(&self) -> bool {
+        matches!(self, Logic::Weights(_))
+    }
+}
+
+/// An update of a key's input: values (or weights), time, diff.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct Update {
+    values: Row,
+    time: Time,
+    diff: i64,
+}
+
+#[derive(Clone, Debug, Default)]
+struct KeyState {
+    /// input updates: `(values, time)` → diff (weights, for [`Logic::Weights`], in `values`)
+    input: Vec<Update>,
+    /// output updates: `(output values, time)` → diff
+    output: Vec<Update>,
+    /// the key's pending times, distinct
+    pending: BTreeSet<Time>,
+    /// the `since` the histories were last compacted to (its generation)
+    compacted: u64,
+    /// how many updates the histories held after that compaction
+    compacted_len: usize,
+}
+
+/// Updates of a key: `(key, values, time, diff)`.
+pub type KeyedUpdate = (Row, Row, Time, i64);
+
+/// A step's output corrections: `time → [(key, output values, diff)]`, keys in order.
+pub type Corrections = BTreeMap<Time, Vec<(Row, Row, i64)>>;
+
+/// The state of one reduce (see the module).
+#[derive(Clone, Debug)]
+pub struct Reducer {
+    tt: TimeType,
+    logic: Logic,
+    keys: BTreeMap<Row, KeyState>,
+    /// pending time → the keys pending at it
+    pending: BTreeMap<Time, BTreeSet<Row>>,
+    /// the frontier histories may be advanced to, and its generation
+    since: Antichain,
+    generation: u64,
+    /// the next key the compaction sweep visits
+    sweep: Option<Row>,
+    /// `(key, time)` pairs evaluated so far
+    pub evaluated: u64,
+}
+
+/// `diff` times weight `w`, in 64-bit wrapping arithmetic.
+fn times(w: i64, diff: i64) -> i64 {
+    w.wrapping_mul(diff)
+}
+
+impl Reducer {
+    /// A reducer with empty arrangements.
+    pub fn new(tt: TimeType, logic: Logic) -> Self {
+        Reducer {
+            since: Antichain::from_times(&tt, [tt.minimum().as_slice()]),
+            tt,
+            logic,
+            keys: BTreeMap::new(),
+            pending: BTreeMap::new(),
+            generation: 0,
+            sweep: None,
+            evaluated: 0,
+        }
+    }
+
+    /// The time type.
+    pub fn time_type(&self) -> &TimeType {
+        &self.tt
+    }
+
+    /// How many updates the input and output arrangements hold.
+    pub fn sizes(&self) -> (usize, usize) {
+        self.keys
+            .values()
+            .fold((0, 0), |(i, o), s| (i + s.input.len(), o + s.output.len()))
+    }
+
+    /// The minimal pending times, in the flat lexicographic order.
+    pub fn pending(&self) -> Vec<Time> {
+        let a = Antichain::from_times(&self.tt, self.pending.keys().map(Vec::as_slice));
+        let mut out: Vec<Time> = a.elements().map(<[i64]>::to_vec).collect();
+        out.sort();
+        out
+    }
+
+    /// Adds new input updates `(key, values, time, diff)` and makes their interesting times
+    /// pending. For [`Logic::Weights`] the values are the weights (already multiplied by the
+    /// diff). Returns how many updates were added.
+    pub fn take(&mut self, updates: Vec<KeyedUpdate>) -> usize {
+        let mut by_key: BTreeMap<Row, Vec<Update>> = BTreeMap::new();
+        let mut updates = updates;
+        for (key, values, time, diff) in updates.drain(..) {
+            by_key
+                .entry(key)
+                .or_default()
+                .push(Update { values, time, diff });
+        }
+        let mut added = 0;
+        for (key, mut new) in by_key {
+            self.consolidate_updates(&mut new);
+            if new.is_empty() {
+                continue;
+            }
+            added += new.len();
+            let state = self.keys.entry(key.clone()).or_default();
+            Self::compact_key(
+                &self.tt,
+                &self.since,
+                self.generation,
+                self.logic.additive(),
+                state,
+                false,
+            );
+            let mut new_times: Vec<Time> = new.iter().map(|u| u.time.clone()).collect();
+            new_times.sort();
+            new_times.dedup();
+            let mut old_times: Vec<Time> = state.input.iter().map(|u| u.time.clone()).collect();
+            old_times.sort();
+            old_times.dedup();
+            for t in interesting_times(&self.tt, &new_times, &old_times) {
+                if state.pending.insert(t.clone()) {
+                    self.pending.entry(t).or_default().insert(key.clone());
+                }
+            }
+            state.input.extend(new);
+        }
+        added
+    }
+
+    /// Evaluates the pending `(key, time)` pairs complete at `frontier`; `None` if there were
+    /// none, else the output corrections by time (also appended to the output arrangement).
+    pub fn evaluate(&mut self, frontier: &Antichain) -> Option<Corrections> {
+        let ready: Vec<Time> = self
+            .pending
+            .keys()
+            .filter(|t| !frontier.less_equal(&self.tt, t))
+            .cloned()
+            .collect();
+        if ready.is_empty() {
+            return None;
+        }
+        // the keys pending at a ready time, in key order, each evaluated once at all its
+        // ready times (in the flat order of times: a linear extension)
+        let mut visit: BTreeSet<Row> = BTreeSet::new();
+        for t in &ready {
+            if let Some(keys) = self.pending.remove(t) {
+                visit.extend(keys);
+            }
+        }
+        let ready_set: BTreeSet<&Time> = ready.iter().collect();
+        let mut out: Corrections = BTreeMap::new();
+        let tt = &self.tt;
+        let logic = &self.logic;
+        let additive = logic.additive();
+        for key in visit {
+            let Some(state) = self.keys.get_mut(&key) else {
+                continue;
+            };
+            let now: Vec<Time> = state
+                .pending
+                .iter()
+                .filter(|t| ready_set.contains(t))
+                .cloned()
+                .collect();
+            Self::compact_key(tt, &self.since, self.generation, additive, state, false);
+            for t in now {
+                state.pending.remove(&t);
+                self.evaluated += 1;
+                let desired = apply(logic, &accumulate(tt, &state.input, &t, additive));
+                let current = accumulate(tt, &state.output, &t, false);
+                for (values, diff) in difference(desired, current) {
+                    state.output.push(Update {
+                        values: values.clone(),
+                        time: t.clone(),
+                        diff,
+                    });
+                    out.entry(t.clone())
+                        .or_default()
+                        .push((key.clone(), values, diff));
+                }
+            }
+        }
+        Some(out)
+    }
+
+    /// Histories may be advanced to `frontier` from now on; compacts up to `fuel` keys that
+    /// no step visits (a sweep over the keys, resumed where it stopped).
+    pub fn set_since(&mut self, frontier: &Antichain, fuel: usize) {
+        if *frontier != self.since {
+            self.since = frontier.clone();
+            self.generation += 1;
+        }
+        let start = self.sweep.take();
+        let additive = self.logic.additive();
+        let range: Box<dyn Iterator<Item = (&Row, &mut KeyState)>> = match &start {
+            Some(k) => Box::new(self.keys.range_mut(k.clone()..)),
+            None => Box::new(self.keys.iter_mut()),
+        };
+        let mut next = None;
+        let mut emptied = Vec::new();
+        for (visited, (key, state)) in range.enumerate() {
+            if visited == fuel {
+                next = Some(key.clone());
+                break;
+            }
+            Self::compact_key(
+                &self.tt,
+                &self.since,
+                self.generation,
+                additive,
+                state,
+                true,
+            );
+            if state.input.is_empty() && state.output.is_empty() && state.pending.is_empty() {
+                emptied.push(key.clone());
+            }
+        }
+        for key in emptied {
+            self.keys.remove(&key);
+        }
+        self.sweep = next;
+    }
+
+    /// Every update of the input and output arrangements: `(key, values, time, diff)`.
+    pub fn contents(&self) -> (Vec<KeyedUpdate>, Vec<KeyedUpdate>) {
+        let mut input = Vec::new();
+        let mut output = Vec::new();
+        for (key, state) in &self.keys {
+            for u in &state.input {
+                input.push((key.clone(), u.values.clone(), u.time.clone(), u.diff));
+            }
+            for u in &state.output {
+                output.push((key.clone(), u.values.clone(), u.time.clone(), u.diff));
+            }
+        }
+        (input, output)
+    }
+
+    /// Loads arrangements [`Reducer::contents`] gave, into a reducer that holds nothing.
+    pub fn load(&mut self, input: Vec<KeyedUpdate>, output: Vec<KeyedUpdate>) {
+        for (key, values, time, diff) in input {
+            let state = self.keys.entry(key).or_default();
+            state.input.push(Update { values, time, diff });
+        }
+        for (key, values, time, diff) in output {
+            let state = self.keys.entry(key).or_default();
+            state.output.push(Update { values, time, diff });
+        }
+        let additive = self.logic.additive();
+        for state in self.keys.values_mut() {
+            consolidate_history(&mut state.input, additive);
+            consolidate_history(&mut state.output, false);
+        }
+    }
+
+    fn consolidate_updates(&self, updates: &mut Vec<Update>) {
+        consolidate_history(updates, self.logic.additive());
+    }
+
+    /// Advances a key's histories to `since` and consolidates them, unless done for this
+    /// generation of `since` already, or (unless `force`d: the sweep) unless they grew to
+    /// more than twice what they held after the last compaction: a key visited at every
+    /// step of a loop is compacted a number of times logarithmic in its updates, not once
+    /// a step, and a key no step visits is left to the sweep.
+    fn compact_key(
+        tt: &TimeType,
+        since: &Antichain,
+        generation: u64,
+        additive: bool,
+        state: &mut KeyState,
+        force: bool,
+    ) {
+        if state.compacted == generation {
+            return;
+        }
+        let held = state.input.len() + state.output.len();
+        if !force && held <= 2 * state.compacted_len + 16 {
+            return;
+        }
+        state.compacted = generation;
+        for u in state.input.iter_mut().chain(state.output.iter_mut()) {
+            u.time = tt.advance_by(&u.time, since);
+        }
+        consolidate_history(&mut state.input, additive);
+        consolidate_history(&mut state.output, false);
+        state.compacted_len = state.input.len() + state.output.len();
+    }
+}
+
+/// Consolidates a history: equal `(values, time)` add up, zeros vanish. For additive values
+/// (weights) equal times add up diffs and weights alike, and an update vanishes only when its
+/// diff and all its weights are zero.
+fn consolidate_history(updates: &mut Vec<Update>, additive: bool) {
+    if additive {
+        updates.sort_by(|a, b| a.time.cmp(&b.time));
+        let mut out: Vec<Update> = Vec::with_capacity(updates.len());
+        for u in updates.drain(..) {
+            match out.last_mut() {
+                Some(last) if last.time == u.time => {
+                    last.diff = last.diff.wrapping_add(u.diff);
+                    for (a, b) in last.values.iter_mut().zip(u.values) {
+                        *a = Some(a.unwrap_or(0).wrapping_add(b.unwrap_or(0)));
+                    }
+                }
+                _ => out.push(u),
+            }
+        }
+        out.retain(|u| u.diff != 0 || u.values.iter().any(|w| w.unwrap_or(0) != 0));
+        *updates = out;
+    } else {
+        let mut pairs: Vec<((Time, Row), i64)> = updates
+            .drain(..)
+            .map(|u| ((u.time, u.values), u.diff))
+            .collect();
+        consolidate(&mut pairs);
+        updates.extend(pairs.into_iter().map(|((time, values), diff)| Update {
+            values,
+            time,
+            diff,
+        }));
+    }
+}
+
+/// The lubs of the subsets of `new ∪ old` that contain an element of `new`: the closure of
+/// `new` under joins with every time of `new ∪ old`. Sorted, distinct.
+pub fn interesting_times(tt: &TimeType, new: &[Time], old: &[Time]) -> Vec<Time> {
+    let mut found: BTreeSet<Time> = new.iter().cloned().collect();
+    // every time found is joined once with every time of `old` and every time found
+    // (itself a join of new and old times): a worklist over the found times in order
+    let mut all: Vec<Time> = found.iter().cloned().collect();
+    let mut joined = vec![0; tt.width()];
+    let mut i = 0;
+    while i < all.len() {
+        let n = all.len();
+        for j in 0..old.len() + n {
+            let y = if j < old.len() {
+                &old[j]
+            } else {
+                &all[j - old.len()]
+            };
+            tt.join_into(&all[i], y, &mut joined);
+            if joined != all[i] && !found.contains(&joined) {
+                found.insert(joined.clone());
+                all.push(joined.clone());
+            }
+        }
+        i += 1;
+    }
+    found.into_iter().collect()
+}
+
+/// The accumulation at `t` of a history: values → multiplicity, zeros left out. For additive
+/// values, one entry (the summed weights, keyed by an empty row) with the summed diff; the
+/// weights are returned as its values.
+fn accumulate(tt: &TimeType, history: &[Update], t: &[i64], additive: bool) -> Vec<(Row, i64)> {
+    if additive {
+        let mut diff = 0i64;
+        let mut weights: Option<Vec<i64>> = None;
+        let mut any = false;
+        for u in history.iter().filter(|u| tt.less_equal(&u.time, t)) {
+            any = true;
+            diff = diff.wrapping_add(u.diff);
+            let w = weights.get_or_insert_with(|| vec![0; u.values.len()]);
+            for (a, b) in w.iter_mut().zip(&u.values) {
+                *a = a.wrapping_add(b.unwrap_or(0));
+            }
+        }
+        if !any {
+            return Vec::new();
+        }
+        let row = weights.unwrap_or_default().into_iter().map(Some).collect();
+        return vec![(row, diff)];
+    }
+    let mut acc: BTreeMap<&Row, i64> = BTreeMap::new();
+    for u in history.iter().filter(|u| tt.less_equal(&u.time, t)) {
+        let e = acc.entry(&u.values).or_insert(0);
+        *e = e.wrapping_add(u.diff);
+    }
+    acc.into_iter()
+        .filter(|(_, m)| *m != 0)
+        .map(|(v, m)| (v.clone(), m))
+        .collect()
+}
+
+/// The desired output rows of a group (its accumulation) under `logic`.
+fn apply(logic: &Logic, group: &[(Row, i64)]) -> Vec<(Row, i64)> {
+    match logic {
+        Logic::Distinct => {
+            let count = group
+                .iter()
+                .filter(|(v, _)| v.is_empty())
+                .fold(0i64, |c, (_, m)| c.wrapping_add(*m));
+            if count > 0 {
+                vec![(Vec::new(), 1)]
+            } else {
+                Vec::new()
+            }
+        }
+        Logic::Weights(aggs) => {
+            let Some((weights, count)) = group.first() else {
+                return Vec::new();
+            };
+            if *count <= 0 {
+                return Vec::new();
+            }
+            let row = aggs
+                .iter()
+                .map(|a| match a {
+                    Aggregate::Count => Some(*count),
+                    Aggregate::Sum(i) => Some(weights[*i].unwrap_or(0)),
+                    Aggregate::Min(_) | Aggregate::Max(_) => None,
+                })
+                .collect();
+            vec![(row, 1)]
+        }
+        Logic::Values(aggs) => {
+            let count = group.iter().fold(0i64, |c, (_, m)| c.wrapping_add(*m));
+            if count <= 0 {
+                return Vec::new();
+            }
+            let row = aggs
+                .iter()
+                .map(|a| match a {
+                    Aggregate::Count => Some(count),
+                    Aggregate::Sum(i) => Some(group.iter().fold(0i64, |s, (v, m)| {
+                        s.wrapping_add(v[*i].map_or(0, |x| times(x, *m)))
+                    })),
+                    Aggregate::Min(i) => present(group, *i).into_iter().next(),
+                    Aggregate::Max(i) => present(group, *i).into_iter().next_back(),
+                })
+                .collect();
+            vec![(row, 1)]
+        }
+    }
+}
+
+/// The non-null values of column `i` whose multiplicity, summed over the records holding
+/// them, is positive; in order.
+fn present(group: &[(Row, i64)], i: usize) -> BTreeSet<i64> {
+    let mut per_value: BTreeMap<i64, i64> = BTreeMap::new();
+    for (v, m) in group {
+        if let Some(x) = v[i] {
+            let e = per_value.entry(x).or_insert(0);
+            *e = e.wrapping_add(*m);
+        }
+    }
+    per_value
+        .into_iter()
+        .filter(|(_, m)| *m > 0)
+        .map(|(x, _)| x)
+        .collect()
+}
+
+/// `desired - current`, by output row, zeros left out.
+fn difference(desired: Vec<(Row, i64)>, current: Vec<(Row, i64)>) -> Vec<(Row, i64)> {
+    let mut acc: BTreeMap<Row, i64> = BTreeMap::new();
+    for (v, m) in desired {
+        let e = acc.entry(v).or_insert(0);
+        *e = e.wrapping_add(m);
+    }
+    for (v, m) in current {
+        let e = acc.entry(v).or_insert(0);
+        *e = e.wrapping_sub(m);
+    }
+    acc.into_iter().filter(|(_, m)| *m != 0).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::lattice::Coordinate::{Lexicographic, Product};
+    use proptest::prelude::*;
+
+    /// `f` of the accumulated input at `t`, recomputed from every update given so far.
+    fn brute(
+        tt: &TimeType,
+        logic: &Logic,
+        fed: &[(Row, Row, Time, i64)],
+        t: &[i64],
+    ) -> BTreeMap<(Row, Row), i64> {
+        let mut per_key: BTreeMap<Row, Vec<Update>> = BTreeMap::new();
+        for (k, v, time, d) in fed {
+            per_key.entry(k.clone()).or_default().push(Update {
+                values: v.clone(),
+                time: time.clone(),
+                diff: *d,
+            });
+        }
+        let mut out = BTreeMap::new();
+        for (k, h) in per_key {
+            for (v, m) in apply(logic, &accumulate(tt, &h, t, logic.additive())) {
+                out.insert((k.clone(), v), m);
+            }
+        }
+        out
+    }
+
+    fn output_at(tt: &TimeType, r: &Reducer, t: &[i64]) -> BTreeMap<(Row, Row), i64> {
+        let (_, output) = r.contents();
+        let mut acc: BTreeMap<(Row, Row), i64> = BTreeMap::new();
+        for (k, v, time, d) in output {
+            if tt.less_equal(&time, t) {
+                *acc.entry((k, v)).or_insert(0) += d;
+            }
+        }
+        acc.retain(|_, m| *m != 0);
+        acc
+    }
+
+    fn logics() -> impl Strategy<Value = Logic> {
+        prop_oneof![
+            Just(Logic::Distinct),
+            Just(Logic::Values(vec![
+                Aggregate::Count,
+                Aggregate::Sum(0),
+                Aggregate::Min(0),
+                Aggregate::Max(1)
+            ])),
+            Just(Logic::Weights(vec![Aggregate::Count, Aggregate::Sum(0)])),
+        ]
+    }
+
+    /// Epochs of updates at times `(epoch, iteration)` or `(epoch, priority, iteration)`.
+    /// `(key, [value, value], iteration, diff)`
+    type Drawn = (i64, [i64; 2], i64, i64);
+
+    fn streams() -> impl Strategy<Value = (bool, Vec<Vec<Drawn>>)> {
+        (
+            any::<bool>(),
+            proptest::collection::vec(
+                proptest::collection::vec(
+                    (
+                        0i64..3,
+                        [-1i64..3, 0i64..3],
+                        0i64..3,
+                        prop_oneof![Just(1i64), Just(-1), Just(2)],
+                    ),
+                    0..6,
+                ),
+                1..5,
+            ),
+        )
+    }
+
+    proptest! {
+        #[test]
+        fn every_complete_time_agrees_with_recomputation(
+            logic in logics(),
+            (lex, epochs) in streams()
+        ) {
+            let tt = if lex {
+                TimeType::new(&[Product, Lexicographic])
+            } else {
+                TimeType::new(&[Product, Product])
+            };
+            let w = tt.width();
+            let mut r = Reducer::new(tt.clone(), logic.clone());
+            let mut fed: Vec<(Row, Row, Time, i64)> = Vec::new();
+            for (epoch, updates) in epochs.iter().enumerate() {
+                let epoch = epoch as i64;
+                let batch: Vec<(Row, Row, Time, i64)> = updates
+                    .iter()
+                    .map(|(k, v, i, d)| {
+                        let values: Row = match &logic {
+                            Logic::Distinct => Vec::new(),
+                            Logic::Weights(_) => vec![Some(v[1] * d)],
+                            Logic::Values(_) => {
+                                vec![if v[0] < 0 { None } else { Some(v[0]) }, Some(v[1])]
+                            }
+                        };
+                        let mut time = vec![epoch, *i];
+                        if w == 3 {
+                            time.push(v[1]);
+                        }
+                        (vec![Some(*k)], values, time, *d)
+                    })
+                    .collect();
+                fed.extend(batch.iter().cloned());
+                r.take(batch);
+                // the epoch is complete: every later epoch is still open
+                let frontier = Antichain::from_times(&tt, [{
+                    let mut f = vec![0; w];
+                    f[0] = epoch + 1;
+                    f
+                }
+                .as_slice()]);
+                while r.evaluate(&frontier).is_some() {}
+                // the epoch's times, then (compacted to the frontier) the next epoch's
+                for at in [epoch, epoch + 1] {
+                    if at > epoch {
+                        r.set_since(&frontier, 1);
+                    }
+                    for i in 0..3 {
+                        for j in 0..3 {
+                            let mut t = vec![at, i];
+                            if w == 3 {
+                                t.push(j);
+                            }
+                            prop_assert_eq!(
+                                output_at(&tt, &r, &t),
+                                brute(&tt, &logic, &fed, &t)
+                            );
+                        }
+                    }
+                }
+            }
+        }
+
+        #[test]
+        fn interesting_times_are_closed_under_joins(
+            new in proptest::collection::vec(proptest::collection::vec(0i64..3, 2), 1..4),
+            old in proptest::collection::vec(proptest::collection::vec(0i64..3, 2), 0..4),
+        ) {
+            let tt = TimeType::new(&[Product, Product]);
+            let found = interesting_times(&tt, &new, &old);
+            for n in &new {
+                prop_assert!(found.contains(n));
+            }
+            for x in &found {
+                for y in found.iter().chain(&old) {
+                    prop_assert!(found.contains(&tt.join(x, y)));
+                }
+                // every interesting time is above some new time
+                prop_assert!(new.iter().any(|n| tt.less_equal(n, x)));
+            }
+        }
+    }
+
+    #[test]
+    fn a_sliding_history_compacts_to_the_live_data() {
+        let tt = TimeType::epochs();
+        let mut r = Reducer::new(tt.clone(), Logic::Values(vec![Aggregate::Min(0)]));
+        for e in 0..50i64 {
+            let mut batch = vec![(vec![Some(1)], vec![Some(e)], vec![e], 1)];
+            if e >= 3 {
+                batch.push((vec![Some(1)], vec![Some(e - 3)], vec![e], -1));
+            }
+            r.take(batch);
+            let f = Antichain::from_times(&tt, [[e + 1].as_slice()]);
+            while r.evaluate(&f).is_some() {}
+            r.set_since(&f, 4);
+        }
+        let (input, output) = r.sizes();
+        assert!(input <= 6, "{input} input updates held");
+        assert!(output <= 2, "{output} output updates held");
+    }
+}
