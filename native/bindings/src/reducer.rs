@@ -202,7 +202,7 @@ impl Reducer {
         }
         Ok(Reducer {
             weights: matches!(logic, Logic::Weights(_)),
-            core: Core::new(tt, logic),
+            core: Core::new(tt, logic, values),
             width,
             keys,
             values,
@@ -241,20 +241,21 @@ impl Reducer {
         if lengths.chain(times.iter().map(Vec::len)).any(|l| l != n) {
             return Err(PyValueError::new_err("a batch's columns differ in length"));
         }
-        let weights = self.weights;
-        let updates: Vec<KeyedUpdate> = (0..n)
-            .map(|r| {
-                let v: Row = values.iter().map(|c| c[r]).collect();
-                (
-                    keys.iter().map(|c| c[r]).collect::<Row>(),
-                    if weights { weighted(v, diffs[r]) } else { v },
-                    times.iter().map(|c| c[r]).collect(),
-                    diffs[r],
-                )
-            })
-            .collect();
+        let values = if self.weights {
+            values
+                .into_iter()
+                .map(|c| {
+                    c.into_iter()
+                        .zip(&diffs)
+                        .map(|(v, d)| v.map(|x| x.wrapping_mul(*d)))
+                        .collect()
+                })
+                .collect()
+        } else {
+            values
+        };
         let core = &mut self.core;
-        Ok(py.detach(|| core.take(updates)))
+        Ok(py.detach(|| core.take_columns(&keys, &values, &times, &diffs)))
     }
 
     /// Adds a batch held as rows: the tuples, and the positions of the keys, values, times and

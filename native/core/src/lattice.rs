@@ -55,6 +55,8 @@ pub struct TimeType {
     width: usize,
     /// `true` at the flat position of the first integer of each lexicographic pair
     pair_start: Vec<bool>,
+    /// no lexicographic pair: the order is the product of the integers
+    product: bool,
 }
 
 impl TimeType {
@@ -70,6 +72,7 @@ impl TimeType {
         TimeType {
             coordinates: coordinates.to_vec(),
             width: pair_start.len(),
+            product: !pair_start.contains(&true),
             pair_start,
         }
     }
@@ -91,7 +94,7 @@ impl TimeType {
 
     /// Whether every coordinate is ordered by the product order.
     pub fn is_product(&self) -> bool {
-        !self.pair_start.contains(&true)
+        self.product
     }
 
     /// The least time: all zeros.
@@ -118,6 +121,9 @@ impl TimeType {
     pub fn less_equal(&self, s: &[i64], t: &[i64]) -> bool {
         debug_assert_eq!(s.len(), self.width);
         debug_assert_eq!(t.len(), self.width);
+        if self.product {
+            return s.iter().zip(t).all(|(a, b)| a <= b);
+        }
         self.parts().all(|(i, pair)| {
             if pair {
                 (s[i], s[i + 1]) <= (t[i], t[i + 1])
@@ -134,6 +140,12 @@ impl TimeType {
 
     /// The least upper bound of `s` and `t`, written to `out`.
     pub fn join_into(&self, s: &[i64], t: &[i64], out: &mut [i64]) {
+        if self.product {
+            for ((o, a), b) in out.iter_mut().zip(s).zip(t) {
+                *o = *a.max(b);
+            }
+            return;
+        }
         for (i, pair) in self.parts() {
             if pair {
                 let m = (s[i], s[i + 1]).max((t[i], t[i + 1]));

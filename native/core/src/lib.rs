@@ -5,12 +5,14 @@
 //! * [`lattice`]: times of any width with product and lexicographic coordinates, their join,
 //!   meet and `advance_by`, and antichains (frontiers);
 //! * [`consolidation`]: updates with equal `(data, time)` added up;
+//! * [`history`]: a key's updates as columns, consolidated and advanced in place;
 //! * [`reduce`]: the reduce family's state and step (interesting times, evaluation, compaction).
 //!
 //! Nothing here knows of Python: the binding crate (`ddflow-native`) converts at the boundary,
 //! and every invariant is tested here with `cargo test`.
 
 pub mod consolidation;
+pub mod history;
 pub mod lattice;
 pub mod reduce;
 

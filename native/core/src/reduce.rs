@@ -6,9 +6,10 @@
 //! sum of output_k updates at times <= t  ==  f(sum of input_k updates at times <= t)
 //! ```
 //!
-//! A [`Reducer`] owns both arrangements. Each key's updates live together (its input history,
-//! its output history and its pending times), in a map ordered by the key's row encoding, so
-//! that a step visits its keys in sorted order and does everything for a key in one pass:
+//! A [`Reducer`] owns both arrangements. Each key's updates live together (its input and
+//! output [`History`], columns of `i64` values, times and diffs, and its pending times), in a
+//! map ordered by the key, so that a step visits its keys in sorted order and does everything
+//! for a key in one pass:
 //!
 //! * [`Reducer::take`]: the new updates are added to their keys' input histories; the
 //!   *interesting times* of a key, the least upper bounds of the subsets of its times that
@@ -31,7 +32,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::consolidation::consolidate;
+use crate::history::History;
 use crate::lattice::{Antichain, TimeType};
 
 /// A row of nullable integer-family values (keys, values, outputs): `None` is null, ordered
@@ -70,22 +71,22 @@ impl Logic {
     fn additive(&self) -> bool {
         matches!(self, Logic::Weights(_))
     }
+
+    /// How many output columns (after the keys).
+    fn outputs(&self) -> usize {
+        match self {
+            Logic::Weights(a) | Logic::Values(a) => a.len(),
+            Logic::Distinct => 0,
+        }
+    }
 }
 
-/// An update of a key's input: values (or weights), time, diff.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
-struct Update {
-    values: Row,
-    time: Time,
-    diff: i64,
-}
-
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 struct KeyState {
-    /// input updates: `(values, time)` → diff (weights, for [`Logic::Weights`], in `values`)
-    input: Vec<Update>,
-    /// output updates: `(output values, time)` → diff
-    output: Vec<Update>,
+    /// the input's updates (weights, for [`Logic::Weights`], as values)
+    input: History,
+    /// the output's updates
+    output: History,
     /// the key's pending times, distinct
     pending: BTreeSet<Time>,
     /// the `since` the histories were last compacted to (its generation)
@@ -105,9 +106,11 @@ pub type Corrections = BTreeMap<Time, Vec<(Row, Row, i64)>>;
 pub struct Reducer {
     tt: TimeType,
     logic: Logic,
+    /// values per input update
+    arity: usize,
     keys: BTreeMap<Row, KeyState>,
-    /// pending time → the keys pending at it
-    pending: BTreeMap<Time, BTreeSet<Row>>,
+    /// pending time → the keys pending at it (each once: a key's own pending set guards)
+    pending: BTreeMap<Time, Vec<Row>>,
     /// the frontier histories may be advanced to, and its generation
     since: Antichain,
     generation: u64,
@@ -115,6 +118,16 @@ pub struct Reducer {
     sweep: Option<Row>,
     /// `(key, time)` pairs evaluated so far
     pub evaluated: u64,
+    scratch: Scratch,
+}
+
+/// Buffers an evaluation reuses from key to key.
+#[derive(Clone, Debug, Default)]
+struct Scratch {
+    /// `(value, diff)` of one column's updates at or before the time
+    pairs: Vec<(i64, i64)>,
+    /// indexes of the output's updates at or before the time
+    outputs: Vec<usize>,
 }
 
 /// `diff` times weight `w`, in 64-bit wrapping arithmetic.
@@ -122,24 +135,46 @@ fn times(w: i64, diff: i64) -> i64 {
     w.wrapping_mul(diff)
 }
 
+/// The order of rows `a` and `b` of `columns`.
+fn cmp_rows(columns: &[Vec<Option<i64>>], a: usize, b: usize) -> std::cmp::Ordering {
+    columns
+        .iter()
+        .map(|c| c[a].cmp(&c[b]))
+        .find(|o| o.is_ne())
+        .unwrap_or(std::cmp::Ordering::Equal)
+}
+
 impl Reducer {
-    /// A reducer with empty arrangements.
-    pub fn new(tt: TimeType, logic: Logic) -> Self {
+    /// A reducer with empty arrangements, of input updates with `arity` values (weights for
+    /// [`Logic::Weights`]).
+    pub fn new(tt: TimeType, logic: Logic, arity: usize) -> Self {
         Reducer {
             since: Antichain::from_times(&tt, [tt.minimum().as_slice()]),
             tt,
             logic,
+            arity,
             keys: BTreeMap::new(),
             pending: BTreeMap::new(),
             generation: 0,
             sweep: None,
             evaluated: 0,
+            scratch: Scratch::default(),
         }
     }
 
     /// The time type.
     pub fn time_type(&self) -> &TimeType {
         &self.tt
+    }
+
+    fn new_key(&self) -> KeyState {
+        KeyState {
+            input: History::new(self.arity, self.tt.width()),
+            output: History::new(self.logic.outputs(), self.tt.width()),
+            pending: BTreeSet::new(),
+            compacted: 0,
+            compacted_len: 0,
+        }
     }
 
     /// How many updates the input and output arrangements hold.
@@ -157,46 +192,83 @@ impl Reducer {
         out
     }
 
-    /// Adds new input updates `(key, values, time, diff)` and makes their interesting times
-    /// pending. For [`Logic::Weights`] the values are the weights (already multiplied by the
-    /// diff). Returns how many updates were added.
+    /// [`Reducer::take_columns`] of updates given one by one.
     pub fn take(&mut self, updates: Vec<KeyedUpdate>) -> usize {
-        let mut by_key: BTreeMap<Row, Vec<Update>> = BTreeMap::new();
-        let mut updates = updates;
-        for (key, values, time, diff) in updates.drain(..) {
-            by_key
-                .entry(key)
-                .or_default()
-                .push(Update { values, time, diff });
+        let nk = updates.first().map_or(0, |u| u.0.len());
+        let w = self.tt.width();
+        let mut keys = vec![Vec::with_capacity(updates.len()); nk];
+        let mut values = vec![Vec::with_capacity(updates.len()); self.arity];
+        let mut times = vec![Vec::with_capacity(updates.len()); w];
+        let mut diffs = Vec::with_capacity(updates.len());
+        for (k, v, t, d) in updates {
+            keys.iter_mut().zip(k).for_each(|(c, x)| c.push(x));
+            values.iter_mut().zip(v).for_each(|(c, x)| c.push(x));
+            times.iter_mut().zip(t).for_each(|(c, x)| c.push(x));
+            diffs.push(d);
         }
+        self.take_columns(&keys, &values, &times, &diffs)
+    }
+
+    /// Adds new input updates, given as columns (keys, values, times, diffs; for
+    /// [`Logic::Weights`] the values are the weights, already multiplied by the diff), and
+    /// makes their interesting times pending. Returns how many updates were added (once
+    /// consolidated).
+    pub fn take_columns(
+        &mut self,
+        keys: &[Vec<Option<i64>>],
+        values: &[Vec<Option<i64>>],
+        times: &[Vec<i64>],
+        diffs: &[i64],
+    ) -> usize {
+        let mut order: Vec<usize> = (0..diffs.len()).collect();
+        order.sort_by(|&a, &b| cmp_rows(keys, a, b));
+        let additive = self.logic.additive();
+        let mut time = vec![0; self.tt.width()];
         let mut added = 0;
-        for (key, mut new) in by_key {
-            self.consolidate_updates(&mut new);
+        let mut new = History::new(self.arity, self.tt.width());
+        for run in order.chunk_by(|&a, &b| cmp_rows(keys, a, b).is_eq()) {
+            new.clear();
+            for &r in run {
+                for (t, c) in time.iter_mut().zip(times) {
+                    *t = c[r];
+                }
+                new.push(values.iter().map(|c| c[r]), &time, diffs[r]);
+            }
+            new.consolidate(additive);
             if new.is_empty() {
                 continue;
             }
             added += new.len();
-            let state = self.keys.entry(key.clone()).or_default();
+            let key: Row = keys.iter().map(|c| c[run[0]]).collect();
+            if !self.keys.contains_key(&key) {
+                let fresh = self.new_key();
+                self.keys.insert(key.clone(), fresh);
+            }
+            let Some(state) = self.keys.get_mut(&key) else {
+                continue;
+            };
             Self::compact_key(
                 &self.tt,
                 &self.since,
                 self.generation,
-                self.logic.additive(),
+                additive,
                 state,
                 false,
             );
-            let mut new_times: Vec<Time> = new.iter().map(|u| u.time.clone()).collect();
-            new_times.sort();
-            new_times.dedup();
-            let mut old_times: Vec<Time> = state.input.iter().map(|u| u.time.clone()).collect();
-            old_times.sort();
-            old_times.dedup();
-            for t in interesting_times(&self.tt, &new_times, &old_times) {
+            let new_times = new.distinct_times();
+            // (the common case, a step's updates of a key all at one time after every time
+            // the key had: that time alone is interesting)
+            let found = if new_times.len() == 1 && state.input.all_before(&self.tt, &new_times[0]) {
+                new_times
+            } else {
+                interesting_times(&self.tt, &new_times, &state.input.distinct_times())
+            };
+            for t in found {
                 if state.pending.insert(t.clone()) {
-                    self.pending.entry(t).or_default().insert(key.clone());
+                    self.pending.entry(t).or_default().push(key.clone());
                 }
             }
-            state.input.extend(new);
+            state.input.extend(&new);
         }
         added
     }
@@ -215,12 +287,14 @@ impl Reducer {
         }
         // the keys pending at a ready time, in key order, each evaluated once at all its
         // ready times (in the flat order of times: a linear extension)
-        let mut visit: BTreeSet<Row> = BTreeSet::new();
+        let mut visit: Vec<Row> = Vec::new();
         for t in &ready {
             if let Some(keys) = self.pending.remove(t) {
                 visit.extend(keys);
             }
         }
+        visit.sort();
+        visit.dedup();
         let ready_set: BTreeSet<&Time> = ready.iter().collect();
         let mut out: Corrections = BTreeMap::new();
         let tt = &self.tt;
@@ -240,14 +314,10 @@ impl Reducer {
             for t in now {
                 state.pending.remove(&t);
                 self.evaluated += 1;
-                let desired = apply(logic, &accumulate(tt, &state.input, &t, additive));
-                let current = accumulate(tt, &state.output, &t, false);
-                for (values, diff) in difference(desired, current) {
-                    state.output.push(Update {
-                        values: values.clone(),
-                        time: t.clone(),
-                        diff,
-                    });
+                let desired = desired_row(logic, tt, &state.input, &t, &mut self.scratch);
+                for (values, diff) in corrections(tt, &state.output, &t, desired, &mut self.scratch)
+                {
+                    state.output.push(values.iter().copied(), &t, diff);
                     out.entry(t.clone())
                         .or_default()
                         .push((key.clone(), values, diff));
@@ -300,11 +370,10 @@ impl Reducer {
         let mut input = Vec::new();
         let mut output = Vec::new();
         for (key, state) in &self.keys {
-            for u in &state.input {
-                input.push((key.clone(), u.values.clone(), u.time.clone(), u.diff));
-            }
-            for u in &state.output {
-                output.push((key.clone(), u.values.clone(), u.time.clone(), u.diff));
+            for (h, into) in [(&state.input, &mut input), (&state.output, &mut output)] {
+                for i in 0..h.len() {
+                    into.push((key.clone(), h.row(i), h.time(i).to_vec(), h.diff(i)));
+                }
             }
         }
         (input, output)
@@ -312,23 +381,28 @@ impl Reducer {
 
     /// Loads arrangements [`Reducer::contents`] gave, into a reducer that holds nothing.
     pub fn load(&mut self, input: Vec<KeyedUpdate>, output: Vec<KeyedUpdate>) {
-        for (key, values, time, diff) in input {
-            let state = self.keys.entry(key).or_default();
-            state.input.push(Update { values, time, diff });
-        }
-        for (key, values, time, diff) in output {
-            let state = self.keys.entry(key).or_default();
-            state.output.push(Update { values, time, diff });
+        for (updates, is_input) in [(input, true), (output, false)] {
+            for (key, values, time, diff) in updates {
+                if !self.keys.contains_key(&key) {
+                    let fresh = self.new_key();
+                    self.keys.insert(key.clone(), fresh);
+                }
+                if let Some(state) = self.keys.get_mut(&key) {
+                    let h = if is_input {
+                        &mut state.input
+                    } else {
+                        &mut state.output
+                    };
+                    h.push(values, &time, diff);
+                }
+            }
         }
         let additive = self.logic.additive();
         for state in self.keys.values_mut() {
-            consolidate_history(&mut state.input, additive);
-            consolidate_history(&mut state.output, false);
+            state.input.consolidate(additive);
+            state.output.consolidate(false);
+            state.compacted_len = state.input.len() + state.output.len();
         }
-    }
-
-    fn consolidate_updates(&self, updates: &mut Vec<Update>) {
-        consolidate_history(updates, self.logic.additive());
     }
 
     /// Advances a key's histories to `since` and consolidates them, unless done for this
@@ -352,47 +426,112 @@ impl Reducer {
             return;
         }
         state.compacted = generation;
-        for u in state.input.iter_mut().chain(state.output.iter_mut()) {
-            u.time = tt.advance_by(&u.time, since);
-        }
-        consolidate_history(&mut state.input, additive);
-        consolidate_history(&mut state.output, false);
+        state.input.advance(tt, since);
+        state.output.advance(tt, since);
+        state.input.consolidate(additive);
+        state.output.consolidate(false);
         state.compacted_len = state.input.len() + state.output.len();
     }
 }
 
-/// Consolidates a history: equal `(values, time)` add up, zeros vanish. For additive values
-/// (weights) equal times add up diffs and weights alike, and an update vanishes only when its
-/// diff and all its weights are zero.
-fn consolidate_history(updates: &mut Vec<Update>, additive: bool) {
-    if additive {
-        updates.sort_by(|a, b| a.time.cmp(&b.time));
-        let mut out: Vec<Update> = Vec::with_capacity(updates.len());
-        for u in updates.drain(..) {
-            match out.last_mut() {
-                Some(last) if last.time == u.time => {
-                    last.diff = last.diff.wrapping_add(u.diff);
-                    for (a, b) in last.values.iter_mut().zip(u.values) {
-                        *a = Some(a.unwrap_or(0).wrapping_add(b.unwrap_or(0)));
-                    }
-                }
-                _ => out.push(u),
-            }
-        }
-        out.retain(|u| u.diff != 0 || u.values.iter().any(|w| w.unwrap_or(0) != 0));
-        *updates = out;
+/// The least (`first`) or greatest non-null value of `column` among the updates at or
+/// before `t` whose multiplicity, summed over the updates holding the value, is positive.
+fn extreme(
+    tt: &TimeType,
+    input: &History,
+    t: &[i64],
+    column: usize,
+    first: bool,
+    pairs: &mut Vec<(i64, i64)>,
+) -> Option<i64> {
+    pairs.clear();
+    pairs.extend(
+        (0..input.len())
+            .filter(|&i| tt.less_equal(input.time(i), t))
+            .filter_map(|i| input.value(i, column).map(|v| (v, input.diff(i)))),
+    );
+    pairs.sort_unstable_by_key(|p| p.0);
+    let runs = pairs.chunk_by(|a, b| a.0 == b.0);
+    let positive = |run: &[(i64, i64)]| run.iter().fold(0i64, |m, p| m.wrapping_add(p.1)) > 0;
+    if first {
+        runs.into_iter().find(|r| positive(r)).map(|r| r[0].0)
     } else {
-        let mut pairs: Vec<((Time, Row), i64)> = updates
-            .drain(..)
-            .map(|u| ((u.time, u.values), u.diff))
-            .collect();
-        consolidate(&mut pairs);
-        updates.extend(pairs.into_iter().map(|((time, values), diff)| Update {
-            values,
-            time,
-            diff,
-        }));
+        runs.rev().find(|r| positive(r)).map(|r| r[0].0)
     }
+}
+
+/// The one output row `f` gives a key's group at `t` (its multiplicity is 1), or `None`
+/// where the group yields none (a count not positive).
+fn desired_row(
+    logic: &Logic,
+    tt: &TimeType,
+    input: &History,
+    t: &[i64],
+    scratch: &mut Scratch,
+) -> Option<Row> {
+    let at = || (0..input.len()).filter(|&i| tt.less_equal(input.time(i), t));
+    let count = at().fold(0i64, |c, i| c.wrapping_add(input.diff(i)));
+    if count <= 0 {
+        return None;
+    }
+    match logic {
+        Logic::Distinct => Some(Vec::new()),
+        Logic::Weights(aggs) => Some(
+            aggs.iter()
+                .map(|a| match a {
+                    Aggregate::Count => Some(count),
+                    Aggregate::Sum(c) => Some(
+                        at().fold(0i64, |s, i| s.wrapping_add(input.value(i, *c).unwrap_or(0))),
+                    ),
+                    Aggregate::Min(_) | Aggregate::Max(_) => None,
+                })
+                .collect(),
+        ),
+        Logic::Values(aggs) => Some(
+            aggs.iter()
+                .map(|a| match a {
+                    Aggregate::Count => Some(count),
+                    Aggregate::Sum(c) => Some(at().fold(0i64, |s, i| {
+                        s.wrapping_add(input.value(i, *c).map_or(0, |x| times(x, input.diff(i))))
+                    })),
+                    Aggregate::Min(c) => extreme(tt, input, t, *c, true, &mut scratch.pairs),
+                    Aggregate::Max(c) => extreme(tt, input, t, *c, false, &mut scratch.pairs),
+                })
+                .collect(),
+        ),
+    }
+}
+
+/// `desired (multiplicity 1) - output at t`, by output row, zeros left out.
+fn corrections(
+    tt: &TimeType,
+    output: &History,
+    t: &[i64],
+    desired: Option<Row>,
+    scratch: &mut Scratch,
+) -> Vec<(Row, i64)> {
+    let outs = &mut scratch.outputs;
+    outs.clear();
+    outs.extend((0..output.len()).filter(|&i| tt.less_equal(output.time(i), t)));
+    outs.sort_unstable_by(|&a, &b| output.cmp_values(a, b));
+    let mut found = Vec::new();
+    let mut desired = desired;
+    for run in outs.chunk_by(|&a, &b| output.cmp_values(a, b).is_eq()) {
+        let mut m = run
+            .iter()
+            .fold(0i64, |m, &i| m.wrapping_add(output.diff(i)));
+        if desired.as_ref().is_some_and(|d| output.row_is(run[0], d)) {
+            desired = None;
+            m = m.wrapping_sub(1);
+        }
+        if m != 0 {
+            found.push((output.row(run[0]), m.wrapping_neg()));
+        }
+    }
+    if let Some(row) = desired {
+        found.push((row, 1));
+    }
+    found
 }
 
 /// The lubs of the subsets of `new ∪ old` that contain an element of `new`: the closure of
@@ -423,127 +562,124 @@ pub fn interesting_times(tt: &TimeType, new: &[Time], old: &[Time]) -> Vec<Time>
     found.into_iter().collect()
 }
 
-/// The accumulation at `t` of a history: values → multiplicity, zeros left out. For additive
-/// values, one entry (the summed weights, keyed by an empty row) with the summed diff; the
-/// weights are returned as its values.
-fn accumulate(tt: &TimeType, history: &[Update], t: &[i64], additive: bool) -> Vec<(Row, i64)> {
-    if additive {
-        let mut diff = 0i64;
-        let mut weights: Option<Vec<i64>> = None;
-        let mut any = false;
-        for u in history.iter().filter(|u| tt.less_equal(&u.time, t)) {
-            any = true;
-            diff = diff.wrapping_add(u.diff);
-            let w = weights.get_or_insert_with(|| vec![0; u.values.len()]);
-            for (a, b) in w.iter_mut().zip(&u.values) {
-                *a = a.wrapping_add(b.unwrap_or(0));
-            }
-        }
-        if !any {
-            return Vec::new();
-        }
-        let row = weights.unwrap_or_default().into_iter().map(Some).collect();
-        return vec![(row, diff)];
-    }
-    let mut acc: BTreeMap<&Row, i64> = BTreeMap::new();
-    for u in history.iter().filter(|u| tt.less_equal(&u.time, t)) {
-        let e = acc.entry(&u.values).or_insert(0);
-        *e = e.wrapping_add(u.diff);
-    }
-    acc.into_iter()
-        .filter(|(_, m)| *m != 0)
-        .map(|(v, m)| (v.clone(), m))
-        .collect()
-}
-
-/// The desired output rows of a group (its accumulation) under `logic`.
-fn apply(logic: &Logic, group: &[(Row, i64)]) -> Vec<(Row, i64)> {
-    match logic {
-        Logic::Distinct => {
-            let count = group
-                .iter()
-                .filter(|(v, _)| v.is_empty())
-                .fold(0i64, |c, (_, m)| c.wrapping_add(*m));
-            if count > 0 {
-                vec![(Vec::new(), 1)]
-            } else {
-                Vec::new()
-            }
-        }
-        Logic::Weights(aggs) => {
-            let Some((weights, count)) = group.first() else {
-                return Vec::new();
-            };
-            if *count <= 0 {
-                return Vec::new();
-            }
-            let row = aggs
-                .iter()
-                .map(|a| match a {
-                    Aggregate::Count => Some(*count),
-                    Aggregate::Sum(i) => Some(weights[*i].unwrap_or(0)),
-                    Aggregate::Min(_) | Aggregate::Max(_) => None,
-                })
-                .collect();
-            vec![(row, 1)]
-        }
-        Logic::Values(aggs) => {
-            let count = group.iter().fold(0i64, |c, (_, m)| c.wrapping_add(*m));
-            if count <= 0 {
-                return Vec::new();
-            }
-            let row = aggs
-                .iter()
-                .map(|a| match a {
-                    Aggregate::Count => Some(count),
-                    Aggregate::Sum(i) => Some(group.iter().fold(0i64, |s, (v, m)| {
-                        s.wrapping_add(v[*i].map_or(0, |x| times(x, *m)))
-                    })),
-                    Aggregate::Min(i) => present(group, *i).into_iter().next(),
-                    Aggregate::Max(i) => present(group, *i).into_iter().next_back(),
-                })
-                .collect();
-            vec![(row, 1)]
-        }
-    }
-}
-
-/// The non-null values of column `i` whose multiplicity, summed over the records holding
-/// them, is positive; in order.
-fn present(group: &[(Row, i64)], i: usize) -> BTreeSet<i64> {
-    let mut per_value: BTreeMap<i64, i64> = BTreeMap::new();
-    for (v, m) in group {
-        if let Some(x) = v[i] {
-            let e = per_value.entry(x).or_insert(0);
-            *e = e.wrapping_add(*m);
-        }
-    }
-    per_value
-        .into_iter()
-        .filter(|(_, m)| *m > 0)
-        .map(|(x, _)| x)
-        .collect()
-}
-
-/// `desired - current`, by output row, zeros left out.
-fn difference(desired: Vec<(Row, i64)>, current: Vec<(Row, i64)>) -> Vec<(Row, i64)> {
-    let mut acc: BTreeMap<Row, i64> = BTreeMap::new();
-    for (v, m) in desired {
-        let e = acc.entry(v).or_insert(0);
-        *e = e.wrapping_add(m);
-    }
-    for (v, m) in current {
-        let e = acc.entry(v).or_insert(0);
-        *e = e.wrapping_sub(m);
-    }
-    acc.into_iter().filter(|(_, m)| *m != 0).collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::lattice::Coordinate::{Lexicographic, Product};
     use proptest::prelude::*;
+
+    /// An update of the reference: values, time, diff.
+    #[derive(Clone, Debug)]
+    struct Update {
+        values: Row,
+        time: Time,
+        diff: i64,
+    }
+
+    // The reference: the group's accumulation and `f` of it, recomputed plainly (maps of
+    // rows), for the brute-force check of the reducer's fast path.
+
+    /// The accumulation at `t` of a history: values → multiplicity, zeros left out. For additive
+    /// values, one entry (the summed weights, keyed by an empty row) with the summed diff; the
+    /// weights are returned as its values.
+    fn accumulate(tt: &TimeType, history: &[Update], t: &[i64], additive: bool) -> Vec<(Row, i64)> {
+        if additive {
+            let mut diff = 0i64;
+            let mut weights: Option<Vec<i64>> = None;
+            let mut any = false;
+            for u in history.iter().filter(|u| tt.less_equal(&u.time, t)) {
+                any = true;
+                diff = diff.wrapping_add(u.diff);
+                let w = weights.get_or_insert_with(|| vec![0; u.values.len()]);
+                for (a, b) in w.iter_mut().zip(&u.values) {
+                    *a = a.wrapping_add(b.unwrap_or(0));
+                }
+            }
+            if !any {
+                return Vec::new();
+            }
+            let row = weights.unwrap_or_default().into_iter().map(Some).collect();
+            return vec![(row, diff)];
+        }
+        let mut acc: BTreeMap<&Row, i64> = BTreeMap::new();
+        for u in history.iter().filter(|u| tt.less_equal(&u.time, t)) {
+            let e = acc.entry(&u.values).or_insert(0);
+            *e = e.wrapping_add(u.diff);
+        }
+        acc.into_iter()
+            .filter(|(_, m)| *m != 0)
+            .map(|(v, m)| (v.clone(), m))
+            .collect()
+    }
+
+    /// The desired output rows of a group (its accumulation) under `logic`.
+    fn apply(logic: &Logic, group: &[(Row, i64)]) -> Vec<(Row, i64)> {
+        match logic {
+            Logic::Distinct => {
+                let count = group
+                    .iter()
+                    .filter(|(v, _)| v.is_empty())
+                    .fold(0i64, |c, (_, m)| c.wrapping_add(*m));
+                if count > 0 {
+                    vec![(Vec::new(), 1)]
+                } else {
+                    Vec::new()
+                }
+            }
+            Logic::Weights(aggs) => {
+                let Some((weights, count)) = group.first() else {
+                    return Vec::new();
+                };
+                if *count <= 0 {
+                    return Vec::new();
+                }
+                let row = aggs
+                    .iter()
+                    .map(|a| match a {
+                        Aggregate::Count => Some(*count),
+                        Aggregate::Sum(i) => Some(weights[*i].unwrap_or(0)),
+                        Aggregate::Min(_) | Aggregate::Max(_) => None,
+                    })
+                    .collect();
+                vec![(row, 1)]
+            }
+            Logic::Values(aggs) => {
+                let count = group.iter().fold(0i64, |c, (_, m)| c.wrapping_add(*m));
+                if count <= 0 {
+                    return Vec::new();
+                }
+                let row = aggs
+                    .iter()
+                    .map(|a| match a {
+                        Aggregate::Count => Some(count),
+                        Aggregate::Sum(i) => Some(group.iter().fold(0i64, |s, (v, m)| {
+                            s.wrapping_add(v[*i].map_or(0, |x| times(x, *m)))
+                        })),
+                        Aggregate::Min(i) => present(group, *i).into_iter().next(),
+                        Aggregate::Max(i) => present(group, *i).into_iter().next_back(),
+                    })
+                    .collect();
+                vec![(row, 1)]
+            }
+        }
+    }
+
+    /// The non-null values of column `i` whose multiplicity, summed over the records holding
+    /// them, is positive; in order.
+    fn present(group: &[(Row, i64)], i: usize) -> BTreeSet<i64> {
+        let mut per_value: BTreeMap<i64, i64> = BTreeMap::new();
+        for (v, m) in group {
+            if let Some(x) = v[i] {
+                let e = per_value.entry(x).or_insert(0);
+                *e = e.wrapping_add(*m);
+            }
+        }
+        per_value
+            .into_iter()
+            .filter(|(_, m)| *m > 0)
+            .map(|(x, _)| x)
+            .collect()
+    }
 
     /// `f` of the accumulated input at `t`, recomputed from every update given so far.
     fn brute(
@@ -628,7 +764,12 @@ mod tests {
                 TimeType::new(&[Product, Product])
             };
             let w = tt.width();
-            let mut r = Reducer::new(tt.clone(), logic.clone());
+            let arity = match &logic {
+                Logic::Distinct => 0,
+                Logic::Weights(_) => 1,
+                Logic::Values(_) => 2,
+            };
+            let mut r = Reducer::new(tt.clone(), logic.clone(), arity);
             let mut fed: Vec<(Row, Row, Time, i64)> = Vec::new();
             for (epoch, updates) in epochs.iter().enumerate() {
                 let epoch = epoch as i64;
@@ -703,7 +844,7 @@ mod tests {
     #[test]
     fn a_sliding_history_compacts_to_the_live_data() {
         let tt = TimeType::epochs();
-        let mut r = Reducer::new(tt.clone(), Logic::Values(vec![Aggregate::Min(0)]));
+        let mut r = Reducer::new(tt.clone(), Logic::Values(vec![Aggregate::Min(0)]), 1);
         for e in 0..50i64 {
             let mut batch = vec![(vec![Some(1)], vec![Some(e)], vec![e], 1)];
             if e >= 3 {

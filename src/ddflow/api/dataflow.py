@@ -464,6 +464,31 @@ class Dataflow:
                 raise error from e
             raise
 
+    def explain(self) -> str:
+        """The dataflow as it runs: one line per operator (of worker 0, where there are
+        several), in the order they were built, and for each reduce whether it runs in the
+        native core or in Python (the choice is made when the dataflow is built). Building
+        the dataflow fixes it: no collection can be added after.
+
+        >>> import ddflow as dd
+        >>> flow = dd.Dataflow()
+        >>> xs = flow.input("xs", schema={"k": "int64", "v": "int64"})
+        >>> _ = xs.group_by("k").agg(n=dd.count()).output()
+        >>> print(flow.explain())
+        0 input
+        1 reduce: native
+        2 output
+        """
+        self._ensure_built()
+        lines = []
+        for op in self.worker.operators:
+            reducer = getattr(op, "reducer", None)
+            how = ""
+            if reducer is not None:
+                how = ": native" if reducer.native else ": python"
+            lines.append(f"{op.index} {op.name}{how}")
+        return "\n".join(lines)
+
     def loop_stats(self, epoch: int | None = None) -> pd.DataFrame:
         """Differences processed by each loop, per time: columns ``loop``, ``epoch``,
         ``iteration`` (the loop's own counter), ``time`` (the full time inside the loop:

@@ -162,6 +162,16 @@ def negate(b: Rows) -> Rows:
     return b.like([(*r[:d], -r[d], *r[d + 1 :]) for r in b.rows])
 
 
+def wrap_int64(value: int) -> int:
+    """An integer as 64-bit two's-complement arithmetic leaves it (a sum that overflows
+    ``int64`` wraps, as the columnar kernels' and the native core's sums do).
+
+    >>> wrap_int64(2 * (2**63 - 1))
+    -2
+    """
+    return ((value + 2**63) % 2**64) - 2**63
+
+
 def consolidate(b: Rows, sums: Sequence[str]) -> Rows:
     """One row per distinct value of the other columns, with the summed weights; rows whose
     weights are all zero removed."""
@@ -185,7 +195,8 @@ def consolidate(b: Rows, sums: Sequence[str]) -> Rows:
             for j, i in enumerate(si):
                 x = r[i]
                 if x is not None:
-                    got[j] = x if got[j] is None else got[j] + x
+                    # (int64 sums wrap, as the columnar kernels' and the native core's do)
+                    got[j] = x if got[j] is None else wrap_int64(got[j] + x)
     order = others + si
     place = [order.index(i) for i in range(len(names))]
     out = []

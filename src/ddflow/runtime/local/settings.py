@@ -195,8 +195,7 @@ class ReduceSettings:
       this many times (beyond, the key is evaluated);
     * ``native``: a reduce the native core covers
       (:mod:`ddflow.runtime.local.native_reducer`) runs there; ``False`` runs every reduce in
-      Python (the other settings above). Off by default until the core's step is faster than
-      Python's on every benchmark.
+      Python (the other settings above).
 
     >>> ReduceSettings().evaluate_slice_rows
     2000000
@@ -212,7 +211,7 @@ class ReduceSettings:
     skip_try_rows: int = 100_000
     skip_try_ratio: float = 4
     exact_times: int = 64
-    native: bool = False
+    native: bool = True
 
 
 @dataclass(frozen=True)

@@ -22,21 +22,12 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from ddflow.differential.batch import DIFF
+from ddflow.runtime.local.rows import wrap_int64
 
 if TYPE_CHECKING:
     from ddflow.differential.kernel import ReduceSpec
 
-__all__ = ["GROUP_FUNCTIONS", "wrap_int64"]
-
-
-def wrap_int64(value: int) -> int:
-    """An integer as 64-bit two's-complement arithmetic leaves it (a sum that overflows
-    ``int64`` wraps, as the columnar path's and the native core's sums do).
-
-    >>> wrap_int64(2 * (2**63 - 1))
-    -2
-    """
-    return ((value + 2**63) % 2**64) - 2**63
+__all__ = ["GROUP_FUNCTIONS"]
 
 
 def _cast(value: Any, dtype: Any) -> Any:

@@ -1,0 +1,276 @@
+//! A key's history: its updates `(values, time, diff)` as columns.
+//!
+//! A reduce keeps, for each key, the updates of its input and of its output. A [`History`]
+//! holds them as flat columns (`arity` nullable `i64` values, `width` time integers and a diff
+//! per update), so that reading a key's group at a time is a scan of a few contiguous arrays,
+//! with no allocation per update.
+//!
+//! Invariant after [`History::consolidate`]: no two updates share `(values, time)` (for an
+//! *additive* history, whose values are weights that add up like diffs: no two share a time),
+//! and none is zero (a zero diff, and for an additive one zero weights too). Consolidating and
+//! [`History::advance`] keep every accumulation at times in advance of the frontier advanced
+//! by.
+
+use std::cmp::Ordering;
+
+use crate::lattice::{Antichain, TimeType};
+
+/// The updates of one key (see the module).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct History {
+    arity: usize,
+    width: usize,
+    /// `arity` values per update (0 where null)
+    values: Vec<i64>,
+    /// `arity` flags per update: the value is null
+    nulls: Vec<bool>,
+    /// `width` integers per update
+    times: Vec<i64>,
+    diffs: Vec<i64>,
+}
+
+impl History {
+    /// An empty history of updates with `arity` values and times of `width` integers.
+    pub fn new(arity: usize, width: usize) -> Self {
+        History {
+            arity,
+            width,
+            ..Default::default()
+        }
+    }
+
+    /// How many updates.
+    pub fn len(&self) -> usize {
+        self.diffs.len()
+    }
+
+    /// Whether there is no update.
+    pub fn is_empty(&self) -> bool {
+        self.diffs.is_empty()
+    }
+
+    /// Adds an update.
+    pub fn push(&mut self, values: impl IntoIterator<Item = Option<i64>>, time: &[i64], diff: i64) {
+        let before = self.values.len();
+        for v in values {
+            self.values.push(v.unwrap_or(0));
+            self.nulls.push(v.is_none());
+        }
+        debug_assert_eq!(self.values.len() - before, self.arity);
+        debug_assert_eq!(time.len(), self.width);
+        self.times.extend_from_slice(time);
+        self.diffs.push(diff);
+    }
+
+    /// Adds update `i` of `other` (a history of the same shape).
+    pub fn push_from(&mut self, other: &History, i: usize) {
+        let (a, w) = (self.arity, self.width);
+        self.values
+            .extend_from_slice(&other.values[i * a..(i + 1) * a]);
+        self.nulls
+            .extend_from_slice(&other.nulls[i * a..(i + 1) * a]);
+        self.times
+            .extend_from_slice(&other.times[i * w..(i + 1) * w]);
+        self.diffs.push(other.diffs[i]);
+    }
+
+    /// The time of update `i`.
+    pub fn time(&self, i: usize) -> &[i64] {
+        &self.times[i * self.width..(i + 1) * self.width]
+    }
+
+    /// The diff of update `i`.
+    pub fn diff(&self, i: usize) -> i64 {
+        self.diffs[i]
+    }
+
+    /// Value `c` of update `i` (`None`: null).
+    pub fn value(&self, i: usize, c: usize) -> Option<i64> {
+        let at = i * self.arity + c;
+        (!self.nulls[at]).then_some(self.values[at])
+    }
+
+    /// The values of update `i`.
+    pub fn row(&self, i: usize) -> Vec<Option<i64>> {
+        (0..self.arity).map(|c| self.value(i, c)).collect()
+    }
+
+    /// Whether the values of update `i` are `row`.
+    pub fn row_is(&self, i: usize, row: &[Option<i64>]) -> bool {
+        row.len() == self.arity && row.iter().enumerate().all(|(c, v)| self.value(i, c) == *v)
+    }
+
+    /// The order of the values of updates `i` and `j` (nulls first, column by column).
+    pub fn cmp_values(&self, i: usize, j: usize) -> Ordering {
+        (0..self.arity)
+            .map(|c| self.value(i, c).cmp(&self.value(j, c)))
+            .find(|o| o.is_ne())
+            .unwrap_or(Ordering::Equal)
+    }
+
+    /// The updates' distinct times, sorted.
+    pub fn distinct_times(&self) -> Vec<Vec<i64>> {
+        let mut times: Vec<Vec<i64>> = (0..self.len()).map(|i| self.time(i).to_vec()).collect();
+        times.sort();
+        times.dedup();
+        times
+    }
+
+    /// Advances every time by `since`.
+    pub fn advance(&mut self, tt: &TimeType, since: &Antichain) {
+        let w = self.width;
+        for i in 0..self.len() {
+            let advanced = tt.advance_by(&self.times[i * w..(i + 1) * w], since);
+            self.times[i * w..(i + 1) * w].copy_from_slice(&advanced);
+        }
+    }
+
+    /// Consolidates (see the module); an additive history adds its weights up with the diffs.
+    pub fn consolidate(&mut self, additive: bool) {
+        let mut order: Vec<usize> = (0..self.len()).collect();
+        if additive {
+            order.sort_by(|&i, &j| self.time(i).cmp(self.time(j)));
+        } else {
+            order.sort_by(|&i, &j| {
+                self.cmp_values(i, j)
+                    .then_with(|| self.time(i).cmp(self.time(j)))
+            });
+        }
+        let mut out = History::new(self.arity, self.width);
+        let mut start = 0;
+        while start < order.len() {
+            let first = order[start];
+            let mut end = start + 1;
+            while end < order.len()
+                && self.time(order[end]) == self.time(first)
+                && (additive || self.cmp_values(order[end], first).is_eq())
+            {
+                end += 1;
+            }
+            let diff = order[start..end]
+                .iter()
+                .fold(0i64, |d, &i| d.wrapping_add(self.diffs[i]));
+            if additive {
+                let weights: Vec<i64> = (0..self.arity)
+                    .map(|c| {
+                        order[start..end]
+                            .iter()
+                            .fold(0i64, |s, &i| s.wrapping_add(self.value(i, c).unwrap_or(0)))
+                    })
+                    .collect();
+                if diff != 0 || weights.iter().any(|w| *w != 0) {
+                    out.push(weights.into_iter().map(Some), self.time(first), diff);
+                }
+            } else if diff != 0 {
+                out.push_from(self, first);
+                if let Some(d) = out.diffs.last_mut() {
+                    *d = diff;
+                }
+            }
+            start = end;
+        }
+        *self = out;
+    }
+
+    /// Removes every update (keeping the allocations).
+    pub fn clear(&mut self) {
+        self.values.clear();
+        self.nulls.clear();
+        self.times.clear();
+        self.diffs.clear();
+    }
+
+    /// Whether every update's time is `<= t`.
+    pub fn all_before(&self, tt: &TimeType, t: &[i64]) -> bool {
+        (0..self.len()).all(|i| tt.less_equal(self.time(i), t))
+    }
+
+    /// Appends the updates of `other` (of the same shape).
+    pub fn extend(&mut self, other: &History) {
+        self.values.extend_from_slice(&other.values);
+        self.nulls.extend_from_slice(&other.nulls);
+        self.times.extend_from_slice(&other.times);
+        self.diffs.extend_from_slice(&other.diffs);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::lattice::Coordinate::Product;
+    use proptest::prelude::*;
+    use std::collections::BTreeMap;
+
+    fn histories() -> impl Strategy<Value = Vec<(Option<i64>, [i64; 2], i64)>> {
+        proptest::collection::vec(
+            (
+                proptest::option::of(0i64..3),
+                [0i64..3, 0i64..3],
+                prop_oneof![Just(1i64), Just(-1), Just(2)],
+            ),
+            0..30,
+        )
+    }
+
+    fn accumulations(tt: &TimeType, h: &History) -> BTreeMap<(Vec<i64>, Vec<Option<i64>>), i64> {
+        let mut acc = BTreeMap::new();
+        for a in 0..3 {
+            for b in 0..4 {
+                let t = vec![a, b];
+                for i in (0..h.len()).filter(|&i| tt.less_equal(h.time(i), &t)) {
+                    *acc.entry((t.clone(), h.row(i))).or_insert(0i64) += h.diff(i);
+                }
+            }
+        }
+        acc.retain(|_, m| *m != 0);
+        acc
+    }
+
+    proptest! {
+        #[test]
+        fn consolidation_keeps_every_accumulation(updates in histories()) {
+            let tt = TimeType::new(&[Product, Product]);
+            let mut h = History::new(1, 2);
+            for (v, t, d) in &updates {
+                h.push([*v], t, *d);
+            }
+            let before = accumulations(&tt, &h);
+            h.consolidate(false);
+            prop_assert_eq!(&before, &accumulations(&tt, &h));
+            for i in 1..h.len() {
+                prop_assert!(
+                    h.cmp_values(i - 1, i).then_with(|| h.time(i - 1).cmp(h.time(i))).is_lt()
+                );
+            }
+            // advancing keeps every accumulation at times in advance of the frontier
+            let since = Antichain::from_times(&tt, [[1i64, 1].as_slice()]);
+            let mut advanced = h.clone();
+            advanced.advance(&tt, &since);
+            advanced.consolidate(false);
+            let keep = |acc: BTreeMap<(Vec<i64>, Vec<Option<i64>>), i64>| -> Vec<_> {
+                acc.into_iter().filter(|((t, _), _)| t[0] >= 1 && t[1] >= 1).collect()
+            };
+            prop_assert_eq!(keep(accumulations(&tt, &h)), keep(accumulations(&tt, &advanced)));
+        }
+
+        #[test]
+        fn additive_consolidation_adds_weights_by_time(updates in histories()) {
+            let mut h = History::new(1, 2);
+            for (v, t, d) in &updates {
+                h.push([v.map(|x| x * d)], t, *d);
+            }
+            let mut sums: BTreeMap<Vec<i64>, (i64, i64)> = BTreeMap::new();
+            for (v, t, d) in &updates {
+                let e = sums.entry(t.to_vec()).or_default();
+                e.0 += d;
+                e.1 += v.map_or(0, |x| x * d);
+            }
+            sums.retain(|_, (d, w)| *d != 0 || *w != 0);
+            h.consolidate(true);
+            let got: BTreeMap<Vec<i64>, (i64, i64)> = (0..h.len())
+                .map(|i| (h.time(i).to_vec(), (h.diff(i), h.value(i, 0).unwrap_or(0))))
+                .collect();
+            prop_assert_eq!(got, sums);
+        }
+    }
+}

@@ -1,0 +1,50 @@
+"""Which reduces run in the native core: the choice is made when the dataflow is built, from
+the reduce and its columns' types, and ``Dataflow.explain()`` shows it."""
+
+from __future__ import annotations
+
+import pytest
+
+import ddflow as dd
+from ddflow.runtime.local.settings import LocalSettings, ReduceSettings
+
+
+def _kinds(flow: dd.Dataflow) -> list[str]:
+    return [line.split(": ")[1] for line in flow.explain().splitlines() if ": " in line]
+
+
+@pytest.mark.parametrize(
+    ("schema", "agg", "native"),
+    [
+        ({"k": "int64", "v": "int64?"}, {"lo": dd.min("v"), "s": dd.sum("v")}, True),
+        ({"k": "int32", "v": "date"}, {"hi": dd.max("v"), "n": dd.count()}, True),
+        ({"k": "bool", "v": "datetime?"}, {"hi": dd.min("v")}, True),
+        ({"k": "int64", "v": "float64"}, {"lo": dd.min("v")}, False),
+        ({"k": "str", "v": "int64"}, {"n": dd.count()}, False),
+        ({"k": "int64", "v": "int64"}, {"m": dd.mean("v")}, False),
+        ({"k": "int64", "v": "int64"}, {"top": dd.top_k("v", 2, by="v")}, False),
+    ],
+)
+def test_the_integer_family_s_aggregates_run_natively(
+    schema: dict[str, str], agg: dict[str, dd.Agg], native: bool
+) -> None:
+    flow = dd.Dataflow()
+    xs = flow.input("xs", schema=schema)
+    xs.group_by("k").agg(**agg).output()
+    assert _kinds(flow) == ["native" if native else "python"]
+
+
+def test_distinct_of_integers_runs_natively_and_threshold_in_python() -> None:
+    flow = dd.Dataflow()
+    xs = flow.input("xs", schema={"a": "int64", "b": "bool?"})
+    xs.distinct().output()
+    xs.threshold(lambda m: min(m, 1)).output()
+    assert _kinds(flow) == ["native", "python"]
+
+
+def test_the_settings_can_keep_every_reduce_in_python() -> None:
+    settings = LocalSettings(reduce=ReduceSettings(native=False))
+    flow = dd.Dataflow(runtime=dd.LocalRuntime(settings))
+    xs = flow.input("xs", schema={"k": "int64", "v": "int64"})
+    xs.group_by("k").agg(lo=dd.min("v")).output()
+    assert _kinds(flow) == ["python"]
