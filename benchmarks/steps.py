@@ -14,7 +14,10 @@ into
 
 With ``STEPS_AGAINST=<git revision>`` the same changes also run, in a process of their own, on
 that revision's ``src`` (taken with ``git archive`` from this repository), side by side in the
-same JSON: the code before a change, say.
+same JSON: the code before a change, say. ``python_reducer`` is the same changes on this
+``src`` with every reduce in Python rather than in the native core
+(``ReduceSettings(native=False)``), in a process of its own too (``STEPS_PYTHON_REDUCER=0``
+leaves it out).
 """
 
 from __future__ import annotations
@@ -40,12 +43,19 @@ from benchmarks.common import machine, peak_rss_mb
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def measure(quick: bool, changes: int) -> dict[str, Any]:
-    """ddflow's shortest paths, then ``changes`` roads removed and put back, each timed."""
+def measure(quick: bool, changes: int, python_reducer: bool = False) -> dict[str, Any]:
+    """ddflow's shortest paths, then ``changes`` roads removed and put back, each timed
+    (``python_reducer``: every reduce in Python)."""
     world = realdata.load_world_highways()
     net = world.within(realdata.QUICK_BOX if quick else realdata.FULL_BOX)
     source = net.nearest(*realdata.PARIS)
-    flow = dd.Dataflow()
+    if python_reducer:
+        from ddflow.runtime.local.settings import LocalSettings, ReduceSettings
+
+        settings = LocalSettings(reduce=ReduceSettings(native=False))
+        flow = dd.Dataflow(runtime=dd.LocalRuntime(settings))
+    else:
+        flow = dd.Dataflow()
     edges = flow.input("edges", schema={"src": "int64", "dst": "int64", "weight": "int64"})
     sources = flow.input("sources", schema={"node": "int64"})
     out = dd.graph.shortest_paths(edges, sources).output()
@@ -132,6 +142,21 @@ def measure(quick: bool, changes: int) -> dict[str, Any]:
     }
 
 
+def _apart(src: str, call: str, what: str) -> dict[str, Any]:
+    """``steps.<call>`` run in a process of its own on the ``src`` folder ``src``."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([src, str(ROOT)])}
+    code = f"import json, sys; from benchmarks import steps; print(json.dumps(steps.{call}))"
+    done = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=3600
+    )
+    if done.returncode:
+        raise RuntimeError(f"the run {what} failed:\n{done.stderr[-2000:]}")
+    import json
+
+    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
+
+
 def _against(revision: str, quick: bool, changes: int) -> dict[str, Any]:
     """The same measurement on ``revision``'s ``src``, in a process of its own."""
     archive = subprocess.run(
@@ -143,20 +168,7 @@ def _against(revision: str, quick: bool, changes: int) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp:
         with tarfile.open(fileobj=BytesIO(archive)) as tar:
             tar.extractall(tmp, filter="data")
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join([f"{tmp}/src", str(ROOT)])}
-        code = (
-            "import json, sys; from benchmarks import steps; "
-            f"print(json.dumps(steps.measure({quick!r}, {changes})))"
-        )
-        done = subprocess.run(
-            [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=3600
-        )
-        if done.returncode:
-            raise RuntimeError(f"the run on {revision} failed:\n{done.stderr[-2000:]}")
-        import json
-
-        result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
-        return result
+        return _apart(f"{tmp}/src", f"measure({quick!r}, {changes})", f"on {revision}")
 
 
 def run(quick: bool = False) -> dict[str, Any]:
@@ -167,6 +179,13 @@ def run(quick: bool = False) -> dict[str, Any]:
         "region": "around Paris" if quick else "northern France",
         "this": measure(quick, changes),
     }
+    if os.environ.get("STEPS_PYTHON_REDUCER", "1") != "0":
+        result["python_reducer"] = _apart(
+            str(ROOT / "src"), f"measure({quick!r}, {changes}, python_reducer=True)", "in Python"
+        )
+        result["speedup_per_change_vs_python_reducer"] = round(
+            result["python_reducer"]["median"]["ms"] / result["this"]["median"]["ms"], 2
+        )
     revision = os.environ.get("STEPS_AGAINST")
     if revision:
         result["against"] = {"revision": revision, **_against(revision, quick, changes)}

@@ -1,5 +1,7 @@
 """The native core's Python surface (the extension module built from ``native/bindings``)."""
 
+from typing import Any
+
 #: the version of the core crate
 VERSION: str
 #: the fingerprint of the Rust sources the extension was built from (ddflow.runtime.native)
@@ -14,3 +16,39 @@ def time_join_meet(
 def time_advance_by(
     coordinates: list[str], t: list[int], frontier: list[list[int]]
 ) -> list[int]: ...
+
+class Reducer:
+    """A reduce's two arrangements and its step in the core (ddflow.runtime.local.native_reducer).
+
+    Columns cross as ``(int64 buffer, validity bytes or None)``; rows as tuples."""
+
+    def __init__(
+        self,
+        coordinates: list[str],
+        kind: str,
+        aggs: list[tuple[str, int | None]],
+        keys: int,
+        values: int,
+        booleans: list[bool],
+    ) -> None: ...
+    @property
+    def evaluated(self) -> int: ...
+    def take_columns(
+        self, keys: list[Any], values: list[Any], times: list[Any], diffs: Any
+    ) -> int: ...
+    def take_rows(
+        self,
+        rows: list[tuple[Any, ...]],
+        keys: list[int],
+        values: list[int],
+        times: list[int],
+        diff: int,
+    ) -> int: ...
+    def pending(self) -> list[list[int]]: ...
+    def evaluate(
+        self, frontier: list[list[int]], small_rows: int
+    ) -> tuple[list[Any], list[Any]] | None: ...
+    def set_since(self, frontier: list[list[int]], fuel: int) -> None: ...
+    def sizes(self) -> tuple[int, int]: ...
+    def contents(self) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]: ...
+    def load(self, input: tuple[Any, ...], output: tuple[Any, ...]) -> None: ...

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 from collections import Counter
+from dataclasses import replace
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -15,12 +16,19 @@ from ddflow.runtime.local.settings import IndexSettings, LocalSettings, LookupSe
 from ddflow.testing import frame_to_counter, reference
 
 
+def python_reduces(settings: LocalSettings | None = None) -> LocalSettings:
+    """``settings`` with every reduce in Python: these tests look into the Python reducer's
+    paths (the native one is compared with it in tests/native)."""
+    s = LocalSettings() if settings is None else settings
+    return replace(s, reduce=replace(s.reduce, native=False))
+
+
 def reduces(flow):
     return [op for op in flow.worker.operators if isinstance(op, ReduceOp)]
 
 
 def test_min_max_skip_groups_an_insertion_cannot_change_and_stay_exact():
-    flow = dd.Dataflow()
+    flow = dd.Dataflow(runtime=dd.LocalRuntime(python_reduces()))
     xs = flow.input("xs", schema={"k": "int64", "v": "int64"})
     out = xs.group_by("k").agg(lo=dd.min("v"), hi=dd.max("v")).output()
     rng = random.Random(3)
@@ -44,7 +52,7 @@ def test_min_max_skip_groups_an_insertion_cannot_change_and_stay_exact():
 
 
 def test_min_inside_a_loop_skips_proposals_above_the_label():
-    flow = dd.Dataflow()
+    flow = dd.Dataflow(runtime=dd.LocalRuntime(python_reduces()))
     edges = flow.input("edges", schema={"src": "int64", "dst": "int64"})
     labels = (
         dd.graph.connected_components(edges) if hasattr(dd.graph, "connected_components") else None
@@ -82,7 +90,7 @@ def test_min_max_skip_takes_retractions_strictly_inside_the_bounds(rows):
     min itself, or more than is inserted at a time (the count could reach zero, as it does
     here for a record that was never inserted), is evaluated. Each epoch against the
     reference."""
-    flow = dd.Dataflow(dd.LocalRuntime(small_batch_rows=rows))
+    flow = dd.Dataflow(dd.LocalRuntime(python_reduces(), small_batch_rows=rows))
     xs = flow.input("xs", schema={"k": "int64", "v": "int64?"}, signed=True)
     out = xs.group_by("k").agg(lo=dd.min("v"), hi=dd.max("v")).output()
     live: Counter = Counter()
@@ -112,7 +120,7 @@ def test_min_max_skip_takes_retractions_strictly_inside_the_bounds(rows):
 
 def test_reference_select_of_only_literals_keeps_every_record():
     """Regression: the reference evaluated ``select(one=lit(1))`` to a single row."""
-    flow = dd.Dataflow()
+    flow = dd.Dataflow(runtime=dd.LocalRuntime(python_reduces()))
     xs = flow.input("xs", schema={"x": "int64"})
     out = xs.select(one=dd.lit(1)).output()
     assert reference(flow, {"xs": Counter({(1,): 1, (2,): 1})})[out] == Counter({(1,): 2})
@@ -127,7 +135,7 @@ def test_min_skip_waits_for_a_key_with_a_time_still_to_evaluate(rows):
     """Regression: an insertion above the min was skipped while the key still had a time to
     evaluate (epoch 1, held open by ``b``); evaluating it later moved the min above the
     skipped value, and epoch 2 kept the stale min 10 instead of 7."""
-    flow = dd.Dataflow(dd.LocalRuntime(small_batch_rows=rows))
+    flow = dd.Dataflow(dd.LocalRuntime(python_reduces(), small_batch_rows=rows))
     a = flow.input("a", schema={"k": "int64", "v": "int64"})
     b = flow.input("b", schema={"k": "int64", "v": "int64"})
     out = _min_max(a, b).output()
@@ -238,7 +246,7 @@ def test_inputs_advancing_apart_match_reference(query, epochs, order, runs, rows
     one input's later epochs reach the operators while the other still holds an earlier epoch
     open; every epoch is then checked against the reference. (The harness of the semantics
     suite advances all inputs together; this covers the skew.)"""
-    flow = dd.Dataflow(dd.LocalRuntime(small_batch_rows=rows))
+    flow = dd.Dataflow(dd.LocalRuntime(python_reduces(), small_batch_rows=rows))
     a = flow.input("a", schema={"k": "int64", "v": "int64"}, signed=True)
     b = flow.input("b", schema={"k": "int64", "v": "int64"}, signed=True)
     out = query(a, b).output()
@@ -295,7 +303,9 @@ class IndexedReads:
     @staticmethod
     def runtime(small_batch_rows: int) -> dd.LocalRuntime:
         """The local runtime with these settings."""
-        return dd.LocalRuntime(IndexedReads.SETTINGS, small_batch_rows=small_batch_rows)
+        return dd.LocalRuntime(
+            python_reduces(IndexedReads.SETTINGS), small_batch_rows=small_batch_rows
+        )
 
     def __enter__(self) -> IndexedReads:
         from ddflow.runtime.local import index as local_index

@@ -22,6 +22,13 @@ from ddflow.runtime.local.settings import IndexSettings, LocalSettings
 from ddflow.testing import frame_to_counter, reference
 
 
+def python_reduces(settings: LocalSettings | None = None) -> LocalSettings:
+    """``settings`` with every reduce in Python: these tests look into the Python reducer's
+    paths (the native one is compared with it in tests/native)."""
+    s = LocalSettings() if settings is None else settings
+    return replace(s, reduce=replace(s.reduce, native=False))
+
+
 def _spy_evaluations(monkeypatch) -> dict[int, Counter]:
     """Every (key code, time) each reduce evaluates, counted, by operator index."""
     seen: dict[int, Counter] = defaultdict(Counter)
@@ -75,7 +82,7 @@ def test_each_key_and_time_is_evaluated_once(monkeypatch, algorithm):
     epochs' updates given before a run, each against the reference."""
     seen = _spy_evaluations(monkeypatch)
     rng = random.Random(7)
-    flow = dd.Dataflow()
+    flow = dd.Dataflow(runtime=dd.LocalRuntime(python_reduces()))
     edges = flow.input("edges", schema={"src": "int64", "dst": "int64"})
     if algorithm == "cc":
         result = dd.graph.connected_components(edges).output()
@@ -109,7 +116,7 @@ def test_a_small_step_evaluates_at_once_and_reads_each_arrangement_once(monkeypa
     time is complete at once: evaluated in the step it arrives, not in a second one after
     the progress tracker has caught up), and in it reads the key's input history and output
     once each (the interesting times and the evaluation share them)."""
-    flow = dd.Dataflow()
+    flow = dd.Dataflow(runtime=dd.LocalRuntime(python_reduces()))
     xs = flow.input("xs", schema={"k": "int64", "v": "int64"})
     out = xs.group_by("k").agg(lo=dd.min("v")).output()
     flow.advance_to(0)
@@ -138,7 +145,7 @@ def _path_components(
     """Connected components over a path of ``length`` edges, loaded as the first epoch (on the
     local runtime with ``settings``): the flow, its edge input, the labels' output and the
     live edges."""
-    flow = dd.Dataflow(runtime=dd.LocalRuntime(settings))
+    flow = dd.Dataflow(runtime=dd.LocalRuntime(python_reduces(settings)))
     edges = flow.input("edges", schema={"src": "int64", "dst": "int64"})
     result = dd.graph.connected_components(edges).output()
     path = [(i, i + 1) for i in range(length)]
@@ -232,7 +239,7 @@ def test_times_held_back_by_own_capabilities_are_evaluated_in_one_step(monkeypat
             per_step.append(self.evaluated - before)
 
     monkeypatch.setattr(ReduceOp, "schedule", counting)
-    flow = dd.Dataflow()
+    flow = dd.Dataflow(runtime=dd.LocalRuntime(python_reduces()))
     edges = flow.input("edges", schema={"src": "int64", "dst": "int64"})
     result = dd.graph.connected_components(edges).output()
     # a path 0-1-...-8 with its last edge twice: node 8's label falls over eight iterations
@@ -391,7 +398,9 @@ def test_a_kept_read_through_indexes_holds_only_batches_of_its_trace(monkeypatch
 
     monkeypatch.setattr(ReduceOp, "schedule", stepped)
     monkeypatch.setattr(CachedReads, "_refresh", refreshing)
-    flow = dd.Dataflow(runtime=dd.LocalRuntime(LocalSettings(trace=merges, index=indexed)))
+    flow = dd.Dataflow(
+        runtime=dd.LocalRuntime(python_reduces(LocalSettings(trace=merges, index=indexed)))
+    )
     edges = flow.input("edges", schema={"src": "int64", "dst": "int64"})
     result = dd.graph.connected_components(edges).output()
     live: Counter = Counter()

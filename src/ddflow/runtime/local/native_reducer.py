@@ -21,6 +21,7 @@ other's.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -28,13 +29,14 @@ import numpy as np
 import polars as pl
 
 from ddflow.differential.batch import DIFF, KEY
-from ddflow.differential.kernel import Batch, Kernels, ReduceSpec
+from ddflow.differential.kernel import Batch, ReduceSpec
 from ddflow.runtime.local.rows import Rows
 from ddflow.runtime.native.build import native
 from ddflow.timely.lattice import Time, TimeType
 
 if TYPE_CHECKING:
     from ddflow.differential.operators.join import Arranger
+    from ddflow.runtime.local.kernels import LocalKernels
 
 __all__ = ["NativeReducer", "native_applies"]
 
@@ -71,6 +73,8 @@ def native_applies(spec: ReduceSpec, source: dict[str, Any]) -> bool:
         out = spec.out_types.get(name)
         if kind in ("count", "sum") and out != pl.Int64:
             return False
+        if kind == "count" or column is None:
+            continue
         if kind == "sum" and source[column] == pl.Boolean:
             return False
         if kind in ("min", "max") and out != source[column]:
@@ -93,7 +97,12 @@ class NativeReducer:
     native = True
 
     def __init__(
-        self, kernels: Kernels, spec: ReduceSpec, tt: TimeType, arranger: Arranger, empty: Batch
+        self,
+        kernels: LocalKernels,
+        spec: ReduceSpec,
+        tt: TimeType,
+        arranger: Arranger,
+        empty: Batch,
     ) -> None:
         self.kernels = kernels
         self.spec = spec
@@ -110,14 +119,14 @@ class NativeReducer:
         self.out_names = [*spec.keys, *spec.outputs]
         self.out_dtypes = [out_schema[c] for c in self.out_names]
         #: the schema of a correction batch (keys dropped): data, times, diff
-        self.out_schema = {
+        self.out_schema: dict[str, Any] = {
             **{c: out_schema[c] for c in self.out_names},
             **{c: pl.Int64 for c in self.tcols},
             DIFF: pl.Int64,
         }
         #: corrections of at most this many updates at a time come back as rows
         self.small_rows = (
-            max(getattr(kernels, "small_rows", -1), 0)
+            max(kernels.small_rows, 0)
             if all(any(d == r for r in _ROW_SAFE) for d in self.out_dtypes)
             else 0
         )
@@ -191,7 +200,7 @@ class NativeReducer:
         result: list[tuple[Time, Batch]] = []
         k = self.kernels
         for t, rows in small:
-            batch = k.from_rows(self.out_schema, lambda rows=rows: rows)
+            batch = k.from_rows(self.out_schema, functools.partial(list, rows))
             if batch is None:
                 batch = k.from_polars(pl.DataFrame(rows, schema=self.out_schema, orient="row"))
             result.append((tuple(t), batch))

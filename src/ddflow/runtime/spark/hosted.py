@@ -13,6 +13,14 @@ writing a sink) need a free slot, so :meth:`HostedWorkers.spawn` refuses a stage
 leave none (``N`` at most the session's slots) and says how many there are. Barrier stages
 refuse dynamic allocation: that is refused too, before anything starts.
 
+**The executors' ddflow.** Before the stage, a small job runs on the executors that imports
+ddflow there and reads its version and native build (:func:`_probe_executors`): an executor
+whose Python lacks ddflow, or has another version or another build of its native core, is
+refused with a :class:`~ddflow.errors.WorkerError` that says what is missing, which Python
+the executors run (``spark.pyspark.python``) and how to ship ddflow (a wheel installed on the
+cluster, or a packed virtual environment through ``spark.archives``), instead of a barrier
+stage failing with the cause only in the executors' log.
+
 **Failures.** A task that dies fails the stage (Spark kills its other tasks): ``run()``
 raises :class:`~ddflow.errors.WorkerError` naming the worker, its task and the stage's
 failure. Stopping the dataflow tells every task to stop and waits for the stage to end; a
@@ -150,6 +158,69 @@ def _serve_task(
     return iter([index])
 
 
+def _executor_build(_partition: Iterator[Any]) -> Iterator[tuple[Any, ...]]:
+    """On an executor: ``(its Python, ddflow's version, the native core's version and
+    source fingerprint, None)``, or the error importing them in place of the versions.
+    (Sent by value, not by reference to this module: it runs where ddflow may be missing.)"""
+    import sys as _sys
+    from importlib.metadata import version as _version
+
+    try:
+        from ddflow.runtime.native import build_info  # (ddflow itself, imported first)
+
+        info = build_info()
+        yield (_sys.executable, _version("ddflow"), info.version, info.fingerprint, None)
+    except Exception as e:  # (any failure to import is what the driver reports)
+        yield (_sys.executable, None, None, None, f"{type(e).__name__}: {e}")
+
+
+# (cloudpickle sends a function of a module it cannot import by value)
+_executor_build.__module__ = "__ddflow_executor_probe__"
+_executor_build.__qualname__ = "_executor_build"
+
+#: how to give the executors ddflow, in every error about it
+SHIPPING = (
+    "install the same ddflow on every executor's Python: a wheel (python3 -m pip install "
+    "ddflow-*.whl, built with maturin build --release), or a packed virtual environment "
+    "passed with spark.archives (e.g. venv-pack -o env.tar.gz; --conf "
+    "spark.archives=env.tar.gz#env --conf spark.pyspark.python=./env/bin/python)"
+)
+
+
+def _probe_executors(sc: Any, tasks: int) -> None:
+    """Refuse executors whose Python cannot import ddflow or runs another build of it
+    (see the module)."""
+    from importlib.metadata import version
+
+    from ddflow.runtime.native import build_info
+
+    mine, release = build_info(), version("ddflow")
+    python = (
+        sc.getConf().get("spark.pyspark.python", None)
+        or getattr(sc, "pythonExec", None)
+        or "python3 (the default)"
+    )
+    try:
+        seen = set(sc.parallelize(range(tasks), tasks).mapPartitions(_executor_build).collect())
+    except Exception as e:
+        raise WorkerError(
+            f"the Spark executors could not run ddflow's check before its workers' stage "
+            f"({_cause(e)}); the executors run {python} (spark.pyspark.python): {SHIPPING}"
+        ) from e
+    for executable, found, core, fingerprint, error in sorted(seen, key=str):
+        if error is not None:
+            raise WorkerError(
+                f"the Spark executors' Python ({executable}; spark.pyspark.python: {python}) "
+                f"cannot import ddflow ({error}): {SHIPPING}"
+            )
+        if (found, core, fingerprint) != (release, mine.version, mine.fingerprint):
+            raise WorkerError(
+                f"the Spark executors' Python ({executable}) has ddflow {found} with native "
+                f"core {core} (build {fingerprint}), the driver ddflow {release} with "
+                f"{mine.version} (build {mine.fingerprint}): {SHIPPING}"
+            )
+
+
 def _run_stage(sc: Any, stage: _Stage, tasks: int, host: str, port: int, token: str) -> None:
     try:
         sc.setJobGroup(stage.group, "ddflow: the workers of a dataflow", interruptOnCancel=True)
@@ -200,6 +271,7 @@ class HostedWorkers:
         gc.collect()  # (dataflows no longer referenced stop their stages: their slots free)
         sc = self.spark.sparkContext
         stage, tasks = self._stage, self.workers - 1
+        _probe_executors(sc, tasks)
         stage.sc = sc
         local = sc.master.startswith("local")
         host = "127.0.0.1" if local else sc.getConf().get("spark.driver.host")
