@@ -14,10 +14,9 @@ into
 
 With ``STEPS_AGAINST=<git revision>`` the same changes also run, in a process of their own, on
 that revision's ``src`` (taken with ``git archive`` from this repository), side by side in the
-same JSON: the code before a change, say. ``python_reducer`` is the same changes on this
-``src`` with every reduce in Python rather than in the native core
-(``ReduceSettings(native=False)``), in a process of its own too (``STEPS_PYTHON_REDUCER=0``
-leaves it out).
+same JSON: the code before a change, say. ``native_reducer`` is the same changes on this
+``src`` with the reduces in the native core (``ReduceSettings(native=True)``), in a process of
+its own too (``STEPS_NATIVE_REDUCER=0`` leaves it out).
 """
 
 from __future__ import annotations
@@ -43,16 +42,16 @@ from benchmarks.common import machine, peak_rss_mb
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def measure(quick: bool, changes: int, python_reducer: bool = False) -> dict[str, Any]:
+def measure(quick: bool, changes: int, native_reducer: bool = False) -> dict[str, Any]:
     """ddflow's shortest paths, then ``changes`` roads removed and put back, each timed
-    (``python_reducer``: every reduce in Python)."""
+    (``native_reducer``: the reduces in the native core)."""
     world = realdata.load_world_highways()
     net = world.within(realdata.QUICK_BOX if quick else realdata.FULL_BOX)
     source = net.nearest(*realdata.PARIS)
-    if python_reducer:
+    if native_reducer:
         from ddflow.runtime.local.settings import LocalSettings, ReduceSettings
 
-        settings = LocalSettings(reduce=ReduceSettings(native=False))
+        settings = LocalSettings(reduce=ReduceSettings(native=True))
         flow = dd.Dataflow(runtime=dd.LocalRuntime(settings))
     else:
         flow = dd.Dataflow()
@@ -179,12 +178,12 @@ def run(quick: bool = False) -> dict[str, Any]:
         "region": "around Paris" if quick else "northern France",
         "this": measure(quick, changes),
     }
-    if os.environ.get("STEPS_PYTHON_REDUCER", "1") != "0":
-        result["python_reducer"] = _apart(
-            str(ROOT / "src"), f"measure({quick!r}, {changes}, python_reducer=True)", "in Python"
+    if os.environ.get("STEPS_NATIVE_REDUCER", "1") != "0":
+        result["native_reducer"] = _apart(
+            str(ROOT / "src"), f"measure({quick!r}, {changes}, native_reducer=True)", "native"
         )
-        result["speedup_per_change_vs_python_reducer"] = round(
-            result["python_reducer"]["median"]["ms"] / result["this"]["median"]["ms"], 2
+        result["speedup_per_change_of_native_reducer"] = round(
+            result["this"]["median"]["ms"] / result["native_reducer"]["median"]["ms"], 2
         )
     revision = os.environ.get("STEPS_AGAINST")
     if revision:

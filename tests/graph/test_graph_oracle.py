@@ -38,17 +38,17 @@ Step = tuple[list[Any], list[Edge]]
 
 #: the numbers of workers the main algorithms run on (every operator runs on 1, 2 and 3 in
 #: tests/semantics); "2p": two workers in processes, 2: two workers in this process (the same
-#: routes and progress tracking, without a round trip per step); "1py": one worker with
-#: every reduce in Python, none in the native core
-WORKERS = [1, 2, "1py"]
+#: routes and progress tracking, without a round trip per step); "1native": one worker with
+#: the reduces the native core covers run there
+WORKERS = [1, 2, "1native"]
 
 
 def make_flow(workers: int | str) -> dd.Dataflow:
     if workers == "2p":
         return dd.Dataflow(workers=2)
-    if workers == "1py":
+    if workers == "1native":
         return dd.Dataflow(
-            runtime=dd.LocalRuntime(LocalSettings(reduce=ReduceSettings(native=False)))
+            runtime=dd.LocalRuntime(LocalSettings(reduce=ReduceSettings(native=True)))
         )
     return dd.Dataflow(workers=int(workers), processes=False)
 
@@ -205,7 +205,7 @@ def nx_multi_source(edges: set[Edge], sources: dict[int, int]) -> set[tuple[int,
 # ---------------------------------------------------------------------- components
 
 
-@pytest.mark.parametrize("workers", [1, "2p", "1py"])
+@pytest.mark.parametrize("workers", [1, "2p", "1native"])
 @graph_settings(14)
 @given(edge_streams())
 def test_connected_components_matches_networkx(workers, stream):
@@ -328,7 +328,7 @@ def planted_cycle_streams(draw: st.DrawFn) -> tuple[int, list[Edge], list[Step]]
     return n, edges, steps
 
 
-@pytest.mark.parametrize("workers", [1, "2p", "1py"])
+@pytest.mark.parametrize("workers", [1, "2p", "1native"])
 @graph_settings(5)
 @given(planted_cycle_streams())
 def test_strongly_connected_components_match_networkx(workers, stream):

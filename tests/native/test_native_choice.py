@@ -1,5 +1,6 @@
-"""Which reduces run in the native core: the choice is made when the dataflow is built, from
-the reduce and its columns' types, and ``Dataflow.explain()`` shows it."""
+"""Which reduces run in the native core, where the settings ask for it
+(``ReduceSettings(native=True)``): the choice is made when the dataflow is built, from the
+reduce and its columns' types, and ``Dataflow.explain()`` shows it."""
 
 from __future__ import annotations
 
@@ -7,6 +8,12 @@ import pytest
 
 import ddflow as dd
 from ddflow.runtime.local.settings import LocalSettings, ReduceSettings
+
+NATIVE = LocalSettings(reduce=ReduceSettings(native=True))
+
+
+def _native_flow() -> dd.Dataflow:
+    return dd.Dataflow(runtime=dd.LocalRuntime(NATIVE))
 
 
 def _kinds(flow: dd.Dataflow) -> list[str]:
@@ -28,23 +35,22 @@ def _kinds(flow: dd.Dataflow) -> list[str]:
 def test_the_integer_family_s_aggregates_run_natively(
     schema: dict[str, str], agg: dict[str, dd.Agg], native: bool
 ) -> None:
-    flow = dd.Dataflow()
+    flow = _native_flow()
     xs = flow.input("xs", schema=schema)
     xs.group_by("k").agg(**agg).output()
     assert _kinds(flow) == ["native" if native else "python"]
 
 
 def test_distinct_of_integers_runs_natively_and_threshold_in_python() -> None:
-    flow = dd.Dataflow()
+    flow = _native_flow()
     xs = flow.input("xs", schema={"a": "int64", "b": "bool?"})
     xs.distinct().output()
     xs.threshold(lambda m: min(m, 1)).output()
     assert _kinds(flow) == ["native", "python"]
 
 
-def test_the_settings_can_keep_every_reduce_in_python() -> None:
-    settings = LocalSettings(reduce=ReduceSettings(native=False))
-    flow = dd.Dataflow(runtime=dd.LocalRuntime(settings))
+def test_by_default_every_reduce_runs_in_python() -> None:
+    flow = dd.Dataflow()
     xs = flow.input("xs", schema={"k": "int64", "v": "int64"})
     xs.group_by("k").agg(lo=dd.min("v")).output()
     assert _kinds(flow) == ["python"]

@@ -127,6 +127,14 @@ impl History {
 
     /// Consolidates (see the module); an additive history adds its weights up with the diffs.
     pub fn consolidate(&mut self, additive: bool) {
+        if self.len() == 1 {
+            // (one update: consolidated unless zero)
+            let zero = self.diffs[0] == 0 && (!additive || self.values.iter().all(|w| *w == 0));
+            if zero {
+                self.clear();
+            }
+            return;
+        }
         let mut order: Vec<usize> = (0..self.len()).collect();
         if additive {
             order.sort_by(|&i, &j| self.time(i).cmp(self.time(j)));
@@ -178,6 +186,14 @@ impl History {
         self.nulls.clear();
         self.times.clear();
         self.diffs.clear();
+    }
+
+    /// The time of every update, where they all have one.
+    pub fn one_time(&self) -> Option<&[i64]> {
+        let first = self.times.get(..self.width)?;
+        (1..self.len())
+            .all(|i| self.time(i) == first)
+            .then_some(first)
     }
 
     /// Whether every update's time is `<= t`.

@@ -87,8 +87,8 @@ struct KeyState {
     input: History,
     /// the output's updates
     output: History,
-    /// the key's pending times, distinct
-    pending: BTreeSet<Time>,
+    /// the key's pending times, distinct and sorted (few: a vector, not a tree)
+    pending: Vec<Time>,
     /// the `since` the histories were last compacted to (its generation)
     compacted: u64,
     /// how many updates the histories held after that compaction
@@ -171,7 +171,7 @@ impl Reducer {
         KeyState {
             input: History::new(self.arity, self.tt.width()),
             output: History::new(self.logic.outputs(), self.tt.width()),
-            pending: BTreeSet::new(),
+            pending: Vec::new(),
             compacted: 0,
             compacted_len: 0,
         }
@@ -221,11 +221,17 @@ impl Reducer {
         diffs: &[i64],
     ) -> usize {
         let mut order: Vec<usize> = (0..diffs.len()).collect();
-        order.sort_by(|&a, &b| cmp_rows(keys, a, b));
+        if let [single] = keys {
+            // (one key column, the common case: sorted by its values directly)
+            order.sort_by_key(|&r| single[r]);
+        } else {
+            order.sort_by(|&a, &b| cmp_rows(keys, a, b));
+        }
         let additive = self.logic.additive();
         let mut time = vec![0; self.tt.width()];
         let mut added = 0;
         let mut new = History::new(self.arity, self.tt.width());
+        let mut key: Row = Vec::with_capacity(keys.len());
         for run in order.chunk_by(|&a, &b| cmp_rows(keys, a, b).is_eq()) {
             new.clear();
             for &r in run {
@@ -239,12 +245,13 @@ impl Reducer {
                 continue;
             }
             added += new.len();
-            let key: Row = keys.iter().map(|c| c[run[0]]).collect();
-            if !self.keys.contains_key(&key) {
+            key.clear();
+            key.extend(keys.iter().map(|c| c[run[0]]));
+            if !self.keys.contains_key(key.as_slice()) {
                 let fresh = self.new_key();
                 self.keys.insert(key.clone(), fresh);
             }
-            let Some(state) = self.keys.get_mut(&key) else {
+            let Some(state) = self.keys.get_mut(key.as_slice()) else {
                 continue;
             };
             Self::compact_key(
@@ -255,16 +262,22 @@ impl Reducer {
                 state,
                 false,
             );
-            let new_times = new.distinct_times();
             // (the common case, a step's updates of a key all at one time after every time
             // the key had: that time alone is interesting)
-            let found = if new_times.len() == 1 && state.input.all_before(&self.tt, &new_times[0]) {
-                new_times
-            } else {
-                interesting_times(&self.tt, &new_times, &state.input.distinct_times())
+            let one = new
+                .one_time()
+                .filter(|t| state.input.all_before(&self.tt, t));
+            let found = match one {
+                Some(t) => vec![t.to_vec()],
+                None => interesting_times(
+                    &self.tt,
+                    &new.distinct_times(),
+                    &state.input.distinct_times(),
+                ),
             };
             for t in found {
-                if state.pending.insert(t.clone()) {
+                if let Err(at) = state.pending.binary_search(&t) {
+                    state.pending.insert(at, t.clone());
                     self.pending.entry(t).or_default().push(key.clone());
                 }
             }
@@ -311,8 +324,8 @@ impl Reducer {
                 .cloned()
                 .collect();
             Self::compact_key(tt, &self.since, self.generation, additive, state, false);
+            state.pending.retain(|t| !ready_set.contains(t));
             for t in now {
-                state.pending.remove(&t);
                 self.evaluated += 1;
                 let desired = desired_row(logic, tt, &state.input, &t, &mut self.scratch);
                 for (values, diff) in corrections(tt, &state.output, &t, desired, &mut self.scratch)

@@ -471,7 +471,9 @@ class Dataflow:
         the dataflow fixes it: no collection can be added after.
 
         >>> import ddflow as dd
-        >>> flow = dd.Dataflow()
+        >>> from ddflow.runtime.local.settings import LocalSettings, ReduceSettings
+        >>> native = LocalSettings(reduce=ReduceSettings(native=True))
+        >>> flow = dd.Dataflow(runtime=dd.LocalRuntime(native))
         >>> xs = flow.input("xs", schema={"k": "int64", "v": "int64"})
         >>> _ = xs.group_by("k").agg(n=dd.count()).output()
         >>> print(flow.explain())

@@ -194,8 +194,10 @@ class ReduceSettings:
     * ``exact_times``: the row path of the min/max skip tests a key time by time at most at
       this many times (beyond, the key is evaluated);
     * ``native``: a reduce the native core covers
-      (:mod:`ddflow.runtime.local.native_reducer`) runs there; ``False`` runs every reduce in
-      Python (the other settings above).
+      (:mod:`ddflow.runtime.local.native_reducer`) runs there; ``False`` (the default) runs
+      every reduce in Python (the other settings above). The core's step is faster on small
+      changes and slower on bulk loads and large batches (each key's history held apart:
+      docs/performance.md), so it is chosen on request until it is faster on both.
 
     >>> ReduceSettings().evaluate_slice_rows
     2000000
@@ -211,7 +213,7 @@ class ReduceSettings:
     skip_try_rows: int = 100_000
     skip_try_ratio: float = 4
     exact_times: int = 64
-    native: bool = True
+    native: bool = False
 
 
 @dataclass(frozen=True)
