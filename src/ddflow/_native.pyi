@@ -13,6 +13,7 @@ def time_less_equal(coordinates: list[str], s: list[int], t: list[int]) -> bool:
 def time_join_meet(
     coordinates: list[str], s: list[int], t: list[int]
 ) -> tuple[list[int], list[int]]: ...
+def int64_column(column: Any) -> list[int | None]: ...
 def time_advance_by(
     coordinates: list[str], t: list[int], frontier: list[list[int]]
 ) -> list[int]: ...
@@ -20,7 +21,7 @@ def time_advance_by(
 class Reducer:
     """A reduce's two arrangements and its step in the core (ddflow.runtime.local.native_reducer).
 
-    Columns cross as ``(int64 buffer, validity bytes or None)``; rows as tuples."""
+    Columns cross as Arrow ``int64`` arrays (``__arrow_c_array__``); rows as tuples."""
 
     def __init__(
         self,

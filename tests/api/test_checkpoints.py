@@ -19,10 +19,11 @@ from hypothesis import strategies as st
 import ddflow as dd
 from ddflow.api import checkpoints
 from ddflow.differential.trace import TraceSettings
-from ddflow.runtime.local.settings import LocalSettings
+from ddflow.runtime.local.settings import LocalSettings, ReduceSettings
 
 col = dd.col
-RUNTIMES = ["embedded", "columnar", "workers-2"]
+#: "native": the reduces in the native core (and with two workers in this process)
+RUNTIMES = ["embedded", "columnar", "native", "workers-2"]
 EDGE = {"src": "int64", "dst": "int64"}
 #: every batch in Polars, and merges done in steps from a few rows on: a checkpoint then finds
 #: frames of every layout the kernels make, and merges in progress
@@ -31,12 +32,19 @@ COLUMNAR = LocalSettings(
 )
 
 
+NATIVE = LocalSettings(reduce=ReduceSettings(native=True))
+
+
 def new_flow(runtime, directory, **kw):
     if runtime == "embedded":
         return dd.Dataflow(checkpoint=directory, **kw)
     if runtime == "columnar":
         return dd.Dataflow(dd.LocalRuntime(COLUMNAR), checkpoint=directory, **kw)
-    return dd.Dataflow(workers=2, processes=False, checkpoint=directory, **kw)
+    if runtime == "native":
+        return dd.Dataflow(dd.LocalRuntime(NATIVE), checkpoint=directory, **kw)
+    return dd.Dataflow(
+        dd.LocalRuntime(NATIVE), workers=2, processes=False, checkpoint=directory, **kw
+    )
 
 
 def graph_queries(flow):

@@ -4,6 +4,8 @@ reduce and its columns' types, and ``Dataflow.explain()`` shows it."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 import ddflow as dd
@@ -54,3 +56,41 @@ def test_by_default_every_reduce_runs_in_python() -> None:
     xs = flow.input("xs", schema={"k": "int64", "v": "int64"})
     xs.group_by("k").agg(lo=dd.min("v")).output()
     assert _kinds(flow) == ["python"]
+
+
+@pytest.mark.parametrize("native_first", [True, False])
+def test_a_checkpoint_restores_across_the_two_reducers(tmp_path, native_first: bool) -> None:
+    """A dataflow's checkpoint written with its reduces in one reducer restores into the
+    same dataflow with them in the other, which goes on as a run that never stopped."""
+    settings = [NATIVE, LocalSettings(reduce=ReduceSettings(native=False))]
+    if not native_first:
+        settings.reverse()
+
+    def build(s: LocalSettings, checkpoint: Any = None) -> tuple[dd.Dataflow, Any, Any]:
+        flow = dd.Dataflow(runtime=dd.LocalRuntime(s), checkpoint=checkpoint)
+        edges = flow.input("edges", schema={"src": "int64", "dst": "int64"})
+        labels = dd.graph.connected_components(edges).output()
+        return flow, edges, labels
+
+    first, edges, _ = build(settings[0], tmp_path)
+    edges.insert([(1, 2), (2, 3), (5, 6)])
+    first.advance_to(1)
+    first.run()
+    first.checkpoint()
+    again, edges2, labels2 = build(settings[1], tmp_path)
+    assert again.restore() == 0
+    assert set(_kinds(again)) == ({"python"} if native_first else {"native"})
+    edges2.remove([(2, 3)])
+    edges2.insert([(3, 5)])
+    again.advance_to(2)
+    again.run()
+    never, edges3, labels3 = build(settings[1])
+    edges3.insert([(1, 2), (2, 3), (5, 6)])
+    never.advance_to(1)
+    edges3.remove([(2, 3)])
+    edges3.insert([(3, 5)])
+    never.advance_to(2)
+    never.run()
+    got = labels2.snapshot().sort_values("node").reset_index(drop=True)
+    want = labels3.snapshot().sort_values("node").reset_index(drop=True)
+    assert got.equals(want)

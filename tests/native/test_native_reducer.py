@@ -18,9 +18,12 @@ from collections import Counter
 from typing import Any
 
 import polars as pl
+import pyarrow as pa
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from ddflow import _native
 from ddflow.differential.batch import DIFF
 from ddflow.differential.kernel import ReduceSpec
 from ddflow.differential.operators.join import Arranger
@@ -101,16 +104,27 @@ def histories(draw: st.DrawFn) -> dict[str, Any]:
         frontier = sorted({t for t in advanced if not any(tt.less_than(s, t) for s in advanced)})
         steps.append((updates, list(frontier)))
     steps.append(([], []))  # (the end: every pending time is complete)
-    return {"tt": tt, "kind": kind, "aggs": aggs, "key_type": key_type, "steps": steps}
+    # (batches as Polars frames, their columns crossing as Arrow arrays, or as rows)
+    frames = draw(st.booleans())
+    return {
+        "tt": tt,
+        "kind": kind,
+        "aggs": aggs,
+        "key_type": key_type,
+        "steps": steps,
+        "frames": frames,
+    }
 
 
-def _batch(k: LocalKernels, source: dict[str, Any], tt: TimeType, updates: list[Any]) -> Any:
+def _batch(
+    k: LocalKernels, source: dict[str, Any], tt: TimeType, updates: list[Any], frames: bool
+) -> Any:
     rows = [(*row, *t, d) for row, t, d in updates]
     schema = {**source, **{c: pl.Int64 for c in tt.columns()}, DIFF: pl.Int64}
     if source["k"] == pl.Boolean:
         rows = [(None if r[0] is None else bool(r[0]), *r[1:]) for r in rows]
     frame = pl.DataFrame(rows, schema=schema, orient="row")
-    return k.from_polars(frame)
+    return frame if frames else k.from_polars(frame)
 
 
 def _updates(k: LocalKernels, out: list[tuple[Any, Any]] | None) -> Counter:
@@ -132,7 +146,7 @@ def _run(reducers: list[Any], source: dict[str, Any], h: dict[str, Any], compare
                     [
                         (
                             frontier[0] if frontier else tt.minimum(),
-                            _batch(r.kernels, source, tt, updates),
+                            _batch(r.kernels, source, tt, updates, h["frames"]),
                         )
                     ]
                 ]
@@ -180,3 +194,16 @@ def test_a_checkpoint_of_either_reducer_restores_in_the_other(
             fresh.load(pair[0].save())
             pair[0] = fresh
             restored = True
+
+
+def test_an_arrow_column_is_read_with_its_nulls_and_offset() -> None:
+    """Columns cross through the Arrow C data interface: values, nulls (the validity bitmap)
+    and the offset of a sliced array; another type is refused, naming it."""
+    values = [5, None, -(2**63), 2**63 - 1, None, 0, 7, 8, 9, None]
+    array = pa.array(values, type=pa.int64())
+    assert _native.int64_column(array) == values
+    assert _native.int64_column(array.slice(3, 5)) == values[3:8]
+    assert _native.int64_column(pa.array([1, 2], type=pa.int64())) == [1, 2]
+    assert _native.int64_column(pl.Series([3, None], dtype=pl.Int64).to_arrow()) == [3, None]
+    with pytest.raises(ValueError, match="int64"):
+        _native.int64_column(pa.array([1.5]))

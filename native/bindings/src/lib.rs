@@ -4,6 +4,7 @@
 //! handles and plain values, declared in `ddflow/_native.pyi`. Errors cross as Python
 //! exceptions, never as panics.
 
+mod ffi;
 mod reducer;
 
 use ddflow_core::lattice::{Antichain, Coordinate, TimeType};
@@ -74,6 +75,13 @@ fn time_advance_by(
     Ok(tt.advance_by(&t, &f))
 }
 
+/// The values of an Arrow `int64` array (anything with `__arrow_c_array__`), nulls as `None`:
+/// what the core reads of a column, for tests of the import.
+#[pyfunction]
+fn int64_column(column: &Bound<'_, PyAny>) -> PyResult<Vec<Option<i64>>> {
+    ffi::import_int64(column)
+}
+
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("VERSION", ddflow_core::VERSION)?;
@@ -83,5 +91,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(time_join_meet, m)?)?;
     m.add_function(wrap_pyfunction!(time_advance_by, m)?)?;
     m.add_class::<reducer::Reducer>()?;
+    m.add_function(wrap_pyfunction!(int64_column, m)?)?;
     Ok(())
 }

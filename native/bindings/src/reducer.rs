@@ -1,45 +1,26 @@
 //! `ddflow._native.Reducer`: the core's reducer behind the Python `Reducer` contract.
 //!
-//! Input crosses as columns (NumPy views of the batches' `int64` buffers, read through the
-//! buffer protocol, with a validity mask of bytes where a column has nulls) or, for a batch
-//! held as Python rows, as its tuples; output leaves as tuples per time (few rows) or as the
+//! Input crosses as columns (Arrow `int64` arrays of the batches' physical values, read
+//! through the Arrow C data interface: `crate::ffi`) or, for a batch held as Python rows, as
+//! its tuples; output leaves as tuples per time (few rows) or as the
 //! `int64` bytes of each column with its validity. The GIL is released around the core's work.
 
 use ddflow_core::lattice::Antichain;
 use ddflow_core::reduce::{Aggregate, Corrections, KeyedUpdate, Logic, Reducer as Core, Row};
-use pyo3::buffer::PyBuffer;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyBytes, PyList, PyTuple};
 
+use crate::ffi::{import_int64, import_int64_valid};
 use crate::time_type;
 
-/// A column as it crosses: its `int64` values and, where it has nulls, a byte per row that is
-/// non-zero for a valid value.
-#[derive(FromPyObject)]
-pub struct Column(PyBuffer<i64>, Option<PyBuffer<u8>>);
-
-impl Column {
-    fn read(&self, py: Python<'_>) -> PyResult<Vec<Option<i64>>> {
-        let values = self.0.to_vec(py)?;
-        Ok(match &self.1 {
-            None => values.into_iter().map(Some).collect(),
-            Some(mask) => {
-                let mask = mask.to_vec(py)?;
-                if mask.len() != values.len() {
-                    return Err(PyValueError::new_err(
-                        "a column's validity has another length than its values",
-                    ));
-                }
-                values
-                    .into_iter()
-                    .zip(mask)
-                    .map(|(v, ok)| (ok != 0).then_some(v))
-                    .collect()
-            }
-        })
-    }
-}
+/// An arrangement as it crosses: key, value and time columns, and the diffs.
+type Arranged<'py> = (
+    Vec<Bound<'py, PyAny>>,
+    Vec<Bound<'py, PyAny>>,
+    Vec<Bound<'py, PyAny>>,
+    Bound<'py, PyAny>,
+);
 
 /// The state and step of one reduce, in the core.
 #[pyclass(module = "ddflow._native")]
@@ -210,32 +191,32 @@ impl Reducer {
         })
     }
 
-    /// Adds a batch given as columns: keys, values (weights for `agg_weights`), times, diffs.
-    /// Returns how many updates it added.
+    /// Adds a batch given as columns (Arrow `int64` arrays): keys, values (weights for
+    /// `agg_weights`), times, diffs. Returns how many updates it added.
     fn take_columns(
         &mut self,
         py: Python<'_>,
-        keys: Vec<Column>,
-        values: Vec<Column>,
-        times: Vec<PyBuffer<i64>>,
-        diffs: PyBuffer<i64>,
+        keys: Vec<Bound<'_, PyAny>>,
+        values: Vec<Bound<'_, PyAny>>,
+        times: Vec<Bound<'_, PyAny>>,
+        diffs: Bound<'_, PyAny>,
     ) -> PyResult<usize> {
         check_len("keys", keys.len(), self.keys)?;
         check_len("values", values.len(), self.values)?;
         check_len("times", times.len(), self.width)?;
         let keys = keys
             .iter()
-            .map(|c| c.read(py))
+            .map(import_int64)
             .collect::<PyResult<Vec<_>>>()?;
         let values = values
             .iter()
-            .map(|c| c.read(py))
+            .map(import_int64)
             .collect::<PyResult<Vec<_>>>()?;
         let times = times
             .iter()
-            .map(|c| c.to_vec(py))
+            .map(|c| import_int64_valid(c, "a time column"))
             .collect::<PyResult<Vec<_>>>()?;
-        let diffs = diffs.to_vec(py)?;
+        let diffs = import_int64_valid(&diffs, "the diffs")?;
         let n = diffs.len();
         let lengths = keys.iter().map(Vec::len).chain(values.iter().map(Vec::len));
         if lengths.chain(times.iter().map(Vec::len)).any(|l| l != n) {
@@ -357,20 +338,19 @@ impl Reducer {
         Ok((convert(input)?, convert(output)?))
     }
 
-    /// Loads arrangements given as columns `(keys, values, times, diffs)` for the input and
-    /// for the output (values: the output columns), into a reducer that holds nothing.
-    #[allow(clippy::too_many_arguments)]
-    fn load(
-        &mut self,
-        py: Python<'_>,
-        input: (Vec<Column>, Vec<Column>, Vec<PyBuffer<i64>>, PyBuffer<i64>),
-        output: (Vec<Column>, Vec<Column>, Vec<PyBuffer<i64>>, PyBuffer<i64>),
-    ) -> PyResult<()> {
-        let read = |(k, v, t, d): (Vec<Column>, Vec<Column>, Vec<PyBuffer<i64>>, PyBuffer<i64>)| -> PyResult<Vec<KeyedUpdate>> {
-            let k = k.iter().map(|c| c.read(py)).collect::<PyResult<Vec<_>>>()?;
-            let v = v.iter().map(|c| c.read(py)).collect::<PyResult<Vec<_>>>()?;
-            let t = t.iter().map(|c| c.to_vec(py)).collect::<PyResult<Vec<_>>>()?;
-            let d = d.to_vec(py)?;
+    /// Loads arrangements given as columns `(keys, values, times, diffs)` (Arrow `int64`
+    /// arrays) for the input and for the output (values: the output columns), into a reducer
+    /// that holds nothing.
+    fn load(&mut self, input: Bound<'_, PyAny>, output: Bound<'_, PyAny>) -> PyResult<()> {
+        let read = |part: Bound<'_, PyAny>| -> PyResult<Vec<KeyedUpdate>> {
+            let (k, v, t, d): Arranged<'_> = part.extract()?;
+            let k = k.iter().map(import_int64).collect::<PyResult<Vec<_>>>()?;
+            let v = v.iter().map(import_int64).collect::<PyResult<Vec<_>>>()?;
+            let t = t
+                .iter()
+                .map(|c| import_int64_valid(c, "a time column"))
+                .collect::<PyResult<Vec<_>>>()?;
+            let d = import_int64_valid(&d, "the diffs")?;
             Ok((0..d.len())
                 .map(|r| {
                     (

@@ -12,8 +12,8 @@ evaluation round and once to compact, instead of once per kernel.
 lists, ``mean``, ``top_k``, ``arg_max``, ``threshold``, ``reduce``) run in Python; the
 choice is made once, when the dataflow is built.
 
-Batches cross as columns (the ``int64`` buffers of a frame's columns, through the buffer
-protocol) or, for a few updates held as Python rows, as the rows' tuples; corrections come
+Batches cross as columns (a frame's columns as Arrow ``int64`` arrays, through the Arrow C
+data interface) or, for a few updates held as Python rows, as the rows' tuples; corrections come
 back as rows for a few of them, else as columns. Checkpoints hold the two arrangements in the
 frames the Python reducer writes (``input.N``, ``output.N``): either reducer restores the
 other's.
@@ -82,13 +82,10 @@ def native_applies(spec: ReduceSpec, source: dict[str, Any]) -> bool:
     return True
 
 
-def _column(series: pl.Series) -> tuple[np.ndarray, np.ndarray | None]:
-    """A column's ``int64`` values and, where it has nulls, its validity as bytes."""
-    physical = series.to_physical().cast(pl.Int64)
-    if physical.null_count():
-        valid = physical.is_not_null().to_numpy().view(np.uint8)
-        return physical.fill_null(0).to_numpy(), np.ascontiguousarray(valid)
-    return np.ascontiguousarray(physical.to_numpy()), None
+def _column(series: pl.Series) -> Any:
+    """A column's physical values as an Arrow ``int64`` array (the core reads it through the
+    Arrow C data interface, nulls and all, without a copy here)."""
+    return series.to_physical().cast(pl.Int64).to_arrow()
 
 
 class NativeReducer:
@@ -184,8 +181,8 @@ class NativeReducer:
             self.core.take_columns(
                 [_column(frame.get_column(c)) for c in spec.keys],
                 [_column(frame.get_column(c)) for c in self.sources],
-                [_column(frame.get_column(c))[0] for c in self.tcols],
-                _column(frame.get_column(DIFF))[0],
+                [_column(frame.get_column(c)) for c in self.tcols],
+                _column(frame.get_column(DIFF)),
             )
         )
 
@@ -264,8 +261,8 @@ class NativeReducer:
             return (
                 [_column(frame.get_column(c)) for c in spec.keys],
                 [_column(frame.get_column(c)) for c in values],
-                [_column(frame.get_column(c))[0] for c in self.tcols],
-                _column(frame.get_column(DIFF))[0],
+                [_column(frame.get_column(c)) for c in self.tcols],
+                _column(frame.get_column(DIFF)),
             )
 
         self.core.load(
