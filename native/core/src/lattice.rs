@@ -140,32 +140,30 @@ impl TimeType {
 
     /// The least upper bound of `s` and `t`, written to `out`.
     pub fn join_into(&self, s: &[i64], t: &[i64], out: &mut [i64]) {
+        self.bound_into(s, t, out, true);
+    }
+
+    /// The greatest lower bound of `s` and `t`, written to `out`.
+    pub fn meet_into(&self, s: &[i64], t: &[i64], out: &mut [i64]) {
+        self.bound_into(s, t, out, false);
+    }
+
+    /// The join (`upper`) or meet of `s` and `t`: coordinate-wise max (min), a lexicographic
+    /// pair taken whole.
+    fn bound_into(&self, s: &[i64], t: &[i64], out: &mut [i64], upper: bool) {
         if self.product {
             for ((o, a), b) in out.iter_mut().zip(s).zip(t) {
-                *o = *a.max(b);
+                *o = pick(upper, *a, *b);
             }
             return;
         }
         for (i, pair) in self.parts() {
             if pair {
-                let m = (s[i], s[i + 1]).max((t[i], t[i + 1]));
+                let m = pick(upper, (s[i], s[i + 1]), (t[i], t[i + 1]));
                 out[i] = m.0;
                 out[i + 1] = m.1;
             } else {
-                out[i] = s[i].max(t[i]);
-            }
-        }
-    }
-
-    /// The greatest lower bound of `s` and `t`, written to `out`.
-    pub fn meet_into(&self, s: &[i64], t: &[i64], out: &mut [i64]) {
-        for (i, pair) in self.parts() {
-            if pair {
-                let m = (s[i], s[i + 1]).min((t[i], t[i + 1]));
-                out[i] = m.0;
-                out[i + 1] = m.1;
-            } else {
-                out[i] = s[i].min(t[i]);
+                out[i] = pick(upper, s[i], t[i]);
             }
         }
     }
@@ -205,6 +203,15 @@ impl TimeType {
     /// A total order that extends the partial order (flat lexicographic order).
     pub fn linear_cmp(&self, s: &[i64], t: &[i64]) -> Ordering {
         s.cmp(t)
+    }
+}
+
+/// The greater (`upper`) or the lesser of `a` and `b`.
+fn pick<T: Ord>(upper: bool, a: T, b: T) -> T {
+    if upper {
+        a.max(b)
+    } else {
+        a.min(b)
     }
 }
 

@@ -5,6 +5,7 @@
 //! * [`lattice`]: times of any width with product and lexicographic coordinates, their join,
 //!   meet and `advance_by`, and antichains (frontiers);
 //! * [`consolidation`]: updates with equal `(data, time)` added up;
+//! * [`group`]: the group functions (count, sum, min, max, distinct) of a key's group at a time;
 //! * [`history`]: a key's updates as columns, consolidated and advanced in place;
 //! * [`reduce`]: the reduce family's state and step (interesting times, evaluation, compaction).
 //!
@@ -12,6 +13,7 @@
 //! and every invariant is tested here with `cargo test`.
 
 pub mod consolidation;
+pub mod group;
 pub mod history;
 pub mod lattice;
 pub mod reduce;

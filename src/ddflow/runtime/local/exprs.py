@@ -17,6 +17,9 @@ Polars' results:
 A null operand makes a null result, as in Polars. Anything else (floats, whose NaN compare
 differently in Python; narrower integers, whose arithmetic wraps at their own width; division,
 ``when``, string functions) is left to Polars: :func:`row_builder` returns None for it.
+
+The reduce's sums of rows wrap at int64 as Polars' and the native core's do
+(:func:`wrap_int64`).
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ import polars as pl
 if TYPE_CHECKING:
     from ddflow.expr.nodes import Expr
 
-__all__ = ["Overflow", "RowBuilder", "row_builder"]
+__all__ = ["Overflow", "RowBuilder", "row_builder", "wrap_int64"]
 
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 
@@ -117,3 +120,13 @@ def _binary(
         return value
 
     return build
+
+
+def wrap_int64(value: int) -> int:
+    """An integer as 64-bit two's-complement arithmetic leaves it (a sum that overflows
+    ``int64`` wraps, as the columnar kernels' and the native core's sums do).
+
+    >>> wrap_int64(2 * (2**63 - 1))
+    -2
+    """
+    return ((value + 2**63) % 2**64) - 2**63

@@ -645,13 +645,12 @@ class LocalKernels:
     def reducer(
         self, spec: ReduceSpec, tt: TimeType, arranger: Arranger, output_empty: Batch
     ) -> KernelReducer | NativeReducer:
-        """The native reducer where the core covers ``spec`` and the settings allow it
-        (:mod:`ddflow.runtime.local.native_reducer`), else the Python reducer over these
-        kernels (:mod:`ddflow.runtime.local.reducer`)."""
-        if self.settings.reduce.native:
-            source = dict(self.to_polars(arranger.source_empty).schema)
-            if native_applies(spec, source):
-                return NativeReducer(self, spec, tt, arranger, output_empty)
+        """The native reducer where the settings ask for it and the core covers ``spec``
+        (:mod:`~ddflow.runtime.local.native_reducer`), else the Python one over these kernels
+        (:mod:`~ddflow.runtime.local.reducer`)."""
+        source = dict(self.to_polars(arranger.source_empty).schema)
+        if self.settings.reduce.native and native_applies(spec, source):
+            return NativeReducer(self, spec, tt, arranger, output_empty)
         return KernelReducer(self, spec, tt, arranger, output_empty)
 
     def reduce_reads(

@@ -29,6 +29,7 @@ import numpy as np
 import polars as pl
 
 from ddflow.differential.batch import DIFF, KEY, NULL_CODE
+from ddflow.runtime.local.exprs import wrap_int64
 from ddflow.runtime.local.settings import LookupSettings
 from ddflow.timely.lattice import Time, TimeType
 
@@ -160,16 +161,6 @@ def iter_rows(batch: Rows | pl.DataFrame, names: Sequence[str]) -> Iterable[tupl
 def negate(b: Rows) -> Rows:
     d = b.index(DIFF)
     return b.like([(*r[:d], -r[d], *r[d + 1 :]) for r in b.rows])
-
-
-def wrap_int64(value: int) -> int:
-    """An integer as 64-bit two's-complement arithmetic leaves it (a sum that overflows
-    ``int64`` wraps, as the columnar kernels' and the native core's sums do).
-
-    >>> wrap_int64(2 * (2**63 - 1))
-    -2
-    """
-    return ((value + 2**63) % 2**64) - 2**63
 
 
 def consolidate(b: Rows, sums: Sequence[str]) -> Rows:

@@ -32,11 +32,12 @@ from ddflow.runtime.local.columnar import (
     run_starts,
     shares_key,
 )
+from ddflow.runtime.local.exprs import wrap_int64
 from ddflow.runtime.local.index import IndexedHistory, positions, updates_at_most
 from ddflow.runtime.local.reduce.bounded_extremes import _extreme_by_bound
 from ddflow.runtime.local.reduce.groups import _ROW_GROUP_FUNCTIONS, GROUP_FUNCTIONS
 from ddflow.runtime.local.reduce.small_steps import _hold, _limit
-from ddflow.runtime.local.rows import Rows, frame, iter_rows, rowable, wrap_int64
+from ddflow.runtime.local.rows import Rows, frame, iter_rows, rowable
 from ddflow.runtime.local.settings import LocalSettings
 from ddflow.timely.lattice import Time, TimeType
 

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from ddflow.differential.batch import DIFF
-from ddflow.runtime.local.rows import wrap_int64
+from ddflow.runtime.local.exprs import wrap_int64
 
 if TYPE_CHECKING:
     from ddflow.differential.kernel import ReduceSpec
