@@ -20,7 +20,7 @@ from scipy.sparse import coo_matrix
 from scipy.sparse.csgraph import connected_components as scipy_connected_components
 
 import ddflow as dd
-from benchmarks.common import machine, peak_rss_mb, summary
+from benchmarks.common import dataflow, machine, native_reducer, peak_rss_mb, summary
 from benchmarks.graphs import random_changes, rmat
 
 
@@ -136,7 +136,7 @@ def build_cc(
 ) -> tuple[dd.Dataflow, dd.InputCollection, dd.Output]:
     """A flow maintaining connected components of an ``edges(src, dst)`` input: the flow, the
     input and the output of the labels (``node, label``)."""
-    flow = dd.Dataflow(workers=workers)
+    flow = dataflow(workers)
     inp = flow.input("edges", schema={"src": "int64", "dst": "int64"})
     out = dd.graph.connected_components(inp, prioritized=prioritized).output()
     return flow, inp, out
@@ -205,7 +205,12 @@ def run(quick: bool = False) -> dict[str, Any]:
         sizes = [int(x) for x in os.environ.get("CC_SIZES", "1000000").split(",")]
         runs = RUNS
     results = [measure(n, runs) for n in sizes]
-    out: dict[str, Any] = {"benchmark": "cc", "machine": machine(), "results": results}
+    out: dict[str, Any] = {
+        "benchmark": "cc",
+        "machine": machine(),
+        "reducer": "native" if native_reducer() else "python",
+        "results": results,
+    }
     if len(results) > 1:
         base = results[0]["updates"]
         out["latency_ratio_vs_smallest"] = {

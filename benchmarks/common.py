@@ -19,6 +19,26 @@ def machine() -> dict[str, Any]:
     }
 
 
+def native_reducer() -> bool:
+    """Whether ``BENCH_REDUCER=native`` asks for the reduces in the native core (``python``,
+    the default, keeps the Python reducer)."""
+    choice = os.environ.get("BENCH_REDUCER", "python")
+    if choice not in ("python", "native"):
+        raise SystemExit(f"BENCH_REDUCER={choice!r}: expected 'python' or 'native'")
+    return choice == "native"
+
+
+def dataflow(workers: int = 1) -> Any:
+    """A ``dd.Dataflow`` of ``workers``, with the reducer ``BENCH_REDUCER`` names."""
+    import ddflow as dd
+    from ddflow.runtime.local.settings import LocalSettings, ReduceSettings
+
+    if not native_reducer():
+        return dd.Dataflow(workers=workers)
+    settings = LocalSettings(reduce=ReduceSettings(native=True))
+    return dd.Dataflow(workers=workers, runtime=dd.LocalRuntime(settings))
+
+
 def timed(fn: Callable[[], Any]) -> float:
     """Seconds taken by ``fn()``."""
     t0 = time.perf_counter()

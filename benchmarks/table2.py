@@ -51,7 +51,7 @@ import networkx as nx
 import polars as pl
 
 import ddflow as dd
-from benchmarks.common import machine, peak_rss_mb, summary
+from benchmarks.common import dataflow, machine, native_reducer, peak_rss_mb, summary
 from benchmarks.table2_graphs import (
     AMAZON_EDGES,
     AMAZON_NODES,
@@ -353,7 +353,7 @@ def measure_row(row: Row, scale: float, updates: int, prioritized: bool) -> dict
     progress(
         partial, generate_s=round(time.perf_counter() - t0, 3), rss_before_flow_mb=peak_rss_mb()
     )
-    flow = dd.Dataflow()
+    flow = dataflow()
     schema = {"src": "int64", "dst": "int64"} | ({"weight": "int64"} if work.weights else {})
     inp = flow.input("edges", schema=schema)
     out = work.build(flow, inp)
@@ -543,6 +543,7 @@ def run(quick: bool = False) -> dict[str, Any]:
     return {
         "benchmark": "table2",
         "machine": machine(),
+        "reducer": "native" if native_reducer() else "python",
         "quick": quick,
         "scale": scale,
         "polars_threads": child_env().get("POLARS_MAX_THREADS", "default"),

@@ -6,7 +6,11 @@
 //! `int64` bytes of each column with its validity. The GIL is released around the core's work.
 
 use ddflow_core::lattice::Antichain;
-use ddflow_core::reduce::{Aggregate, Corrections, KeyedUpdate, Logic, Reducer as Core, Row};
+use std::ops::Range;
+
+use ddflow_core::reduce::{
+    Aggregate, Columns, Corrections, KeyedUpdate, Logic, Reducer as Core, Row,
+};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyBytes, PyList, PyTuple};
@@ -88,50 +92,69 @@ impl Reducer {
         ))
     }
 
-    /// The corrections as `[(time, rows)]`, each row a tuple of keys, outputs, time, diff.
-    fn as_rows<'py>(&self, py: Python<'py>, out: Corrections) -> PyResult<Bound<'py, PyList>> {
+    /// The corrections of `times` as `[(time, rows)]`, each row a tuple of keys, outputs,
+    /// time, diff.
+    fn as_rows<'py>(
+        &self,
+        py: Python<'py>,
+        out: &Corrections,
+        times: &[(Vec<i64>, Range<usize>)],
+    ) -> PyResult<Bound<'py, PyList>> {
         let list = PyList::empty(py);
-        for (time, rows) in out {
+        let h = out.updates();
+        for (time, rows) in times {
             let items = PyList::empty(py);
-            for (key, values, diff) in rows {
+            for r in rows.clone() {
+                let values = (0..h.arity()).map(|c| h.value(r, c));
                 let mut cells: Vec<Bound<'py, PyAny>> =
-                    Vec::with_capacity(key.len() + values.len() + self.width + 1);
-                for (i, v) in key.iter().chain(values.iter()).enumerate() {
+                    Vec::with_capacity(self.keys + h.arity() + self.width + 1);
+                for (i, v) in out.key(r).iter().copied().chain(values).enumerate() {
                     cells.push(match v {
                         None => py.None().into_bound(py),
                         Some(x) if self.booleans.get(i).copied().unwrap_or(false) => {
-                            PyBool::new(py, *x != 0).to_owned().into_any()
+                            PyBool::new(py, x != 0).to_owned().into_any()
                         }
                         Some(x) => x.into_pyobject(py)?.into_any(),
                     });
                 }
-                for t in &time {
+                for t in time {
                     cells.push(t.into_pyobject(py)?.into_any());
                 }
-                cells.push(diff.into_pyobject(py)?.into_any());
+                cells.push(h.diff(r).into_pyobject(py)?.into_any());
                 items.append(PyTuple::new(py, cells)?)?;
             }
-            list.append((PyTuple::new(py, &time)?, items))?;
+            list.append((PyTuple::new(py, time)?, items))?;
         }
         Ok(list)
     }
 
-    /// The corrections as `[(time, height, columns, diffs)]`: each column the `int64` bytes of
-    /// its values and the bytes of its validity (`None` without nulls).
-    fn as_columns<'py>(&self, py: Python<'py>, out: Corrections) -> PyResult<Bound<'py, PyList>> {
+    /// The corrections of `times` as `[(time, height, columns, diffs)]`: each column the
+    /// `int64` bytes of its values and the bytes of its validity (`None` without nulls).
+    fn as_columns<'py>(
+        &self,
+        py: Python<'py>,
+        out: &Corrections,
+        times: &[(Vec<i64>, Range<usize>)],
+    ) -> PyResult<Bound<'py, PyList>> {
         let list = PyList::empty(py);
-        for (time, rows) in out {
+        let h = out.updates();
+        let ncols = self.keys + h.arity();
+        for (time, rows) in times {
             let n = rows.len();
-            let ncols = rows.first().map_or(0, |(k, v, _)| k.len() + v.len());
             let mut values = vec![Vec::with_capacity(n * 8); ncols];
             let mut valid = vec![Vec::with_capacity(n); ncols];
             let mut diffs = Vec::with_capacity(n * 8);
-            for (key, vals, diff) in &rows {
-                for (i, v) in key.iter().chain(vals.iter()).enumerate() {
+            for r in rows.clone() {
+                let cells = out
+                    .key(r)
+                    .iter()
+                    .copied()
+                    .chain((0..h.arity()).map(|c| h.value(r, c)));
+                for (i, v) in cells.enumerate() {
                     values[i].extend_from_slice(&v.unwrap_or(0).to_le_bytes());
                     valid[i].push(u8::from(v.is_some()));
                 }
-                diffs.extend_from_slice(&diff.to_le_bytes());
+                diffs.extend_from_slice(&h.diff(r).to_le_bytes());
             }
             let columns = PyList::empty(py);
             for (v, ok) in values.iter().zip(&valid) {
@@ -143,7 +166,7 @@ impl Reducer {
                 columns.append((PyBytes::new(py, v), mask))?;
             }
             list.append((
-                PyTuple::new(py, &time)?,
+                PyTuple::new(py, time)?,
                 n,
                 columns,
                 PyBytes::new(py, &diffs),
@@ -183,7 +206,7 @@ impl Reducer {
         }
         Ok(Reducer {
             weights: matches!(logic, Logic::Weights(_)),
-            core: Core::new(tt, logic, values),
+            core: Core::new(tt, logic, keys, values),
             width,
             keys,
             values,
@@ -289,16 +312,18 @@ impl Reducer {
         let Some(out) = py.detach(|| core.evaluate(&frontier)) else {
             return Ok(None);
         };
-        let (small, large): (Corrections, Corrections) = out
+        let (small, large): (Vec<_>, Vec<_>) = out
+            .by_time()
             .into_iter()
             .partition(|(_, rows)| rows.len() <= small_rows);
         Ok(Some((
-            self.as_rows(py, small)?,
-            self.as_columns(py, large)?,
+            self.as_rows(py, &out, &small)?,
+            self.as_columns(py, &out, &large)?,
         )))
     }
 
-    /// The arrangements may compact up to `frontier`; up to `fuel` keys are swept.
+    /// The arrangements may compact up to `frontier`; `fuel` (about the updates taken since
+    /// the last call) is spent rewriting batches no merge has advanced.
     fn set_since(&mut self, py: Python<'_>, frontier: Vec<Vec<i64>>, fuel: usize) -> PyResult<()> {
         let frontier = self.frontier(frontier)?;
         let core = &mut self.core;
@@ -341,8 +366,13 @@ impl Reducer {
     /// Loads arrangements given as columns `(keys, values, times, diffs)` (Arrow `int64`
     /// arrays) for the input and for the output (values: the output columns), into a reducer
     /// that holds nothing.
-    fn load(&mut self, input: Bound<'_, PyAny>, output: Bound<'_, PyAny>) -> PyResult<()> {
-        let read = |part: Bound<'_, PyAny>| -> PyResult<Vec<KeyedUpdate>> {
+    fn load(
+        &mut self,
+        py: Python<'_>,
+        input: Bound<'_, PyAny>,
+        output: Bound<'_, PyAny>,
+    ) -> PyResult<()> {
+        let read = |part: Bound<'_, PyAny>| -> PyResult<Columns> {
             let (k, v, t, d): Arranged<'_> = part.extract()?;
             let k = k.iter().map(import_int64).collect::<PyResult<Vec<_>>>()?;
             let v = v.iter().map(import_int64).collect::<PyResult<Vec<_>>>()?;
@@ -351,20 +381,27 @@ impl Reducer {
                 .map(|c| import_int64_valid(c, "a time column"))
                 .collect::<PyResult<Vec<_>>>()?;
             let d = import_int64_valid(&d, "the diffs")?;
-            Ok((0..d.len())
-                .map(|r| {
-                    (
-                        k.iter().map(|c| c[r]).collect(),
-                        v.iter().map(|c| c[r]).collect(),
-                        t.iter().map(|c| c[r]).collect(),
-                        d[r],
-                    )
-                })
-                .collect())
+            let n = d.len();
+            let lengths = k.iter().chain(&v).map(Vec::len);
+            if lengths.chain(t.iter().map(Vec::len)).any(|l| l != n) {
+                return Err(PyValueError::new_err(
+                    "an arrangement's columns differ in length",
+                ));
+            }
+            Ok((k, v, t, d))
         };
         let input = read(input)?;
         let output = read(output)?;
-        self.core.load(input, output);
+        check_len("the input's keys", input.0.len(), self.keys)?;
+        check_len("the input's values", input.1.len(), self.values)?;
+        check_len("the output's keys", output.0.len(), self.keys)?;
+        let outputs = self.core.logic().outputs();
+        check_len("the output's values", output.1.len(), outputs)?;
+        for part in [&input, &output] {
+            check_len("times", part.2.len(), self.width)?;
+        }
+        let core = &mut self.core;
+        py.detach(|| core.load_columns(&input, &output));
         Ok(())
     }
 }

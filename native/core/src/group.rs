@@ -94,76 +94,81 @@ fn extreme(
     }
 }
 
-/// The one output row `f` gives a key's group at `t` (its multiplicity is 1), or `None`
-/// where the group yields none (a count not positive).
+/// The one output row `f` gives a key's group at `t` (its multiplicity is 1), written to
+/// `row`; `false` where the group yields none (a count not positive).
 pub fn desired_row(
     logic: &Logic,
     tt: &TimeType,
     input: &History,
     t: &[i64],
     scratch: &mut Scratch,
-) -> Option<Row> {
+    row: &mut Row,
+) -> bool {
+    row.clear();
     let at = || (0..input.len()).filter(|&i| tt.less_equal(input.time(i), t));
     let count = at().fold(0i64, |c, i| c.wrapping_add(input.diff(i)));
     if count <= 0 {
-        return None;
+        return false;
     }
     match logic {
-        Logic::Distinct => Some(Vec::new()),
-        Logic::Weights(aggs) => Some(
-            aggs.iter()
-                .map(|a| match a {
-                    Aggregate::Count => Some(count),
-                    Aggregate::Sum(c) => Some(
-                        at().fold(0i64, |s, i| s.wrapping_add(input.value(i, *c).unwrap_or(0))),
-                    ),
-                    Aggregate::Min(_) | Aggregate::Max(_) => None,
-                })
-                .collect(),
-        ),
-        Logic::Values(aggs) => Some(
-            aggs.iter()
-                .map(|a| match a {
+        Logic::Distinct => {}
+        Logic::Weights(aggs) => row.extend(aggs.iter().map(|a| match a {
+            Aggregate::Count => Some(count),
+            Aggregate::Sum(c) => {
+                Some(at().fold(0i64, |s, i| s.wrapping_add(input.value(i, *c).unwrap_or(0))))
+            }
+            Aggregate::Min(_) | Aggregate::Max(_) => None,
+        })),
+        Logic::Values(aggs) => {
+            for a in aggs {
+                let v = match a {
                     Aggregate::Count => Some(count),
                     Aggregate::Sum(c) => Some(at().fold(0i64, |s, i| {
                         s.wrapping_add(input.value(i, *c).map_or(0, |x| times(x, input.diff(i))))
                     })),
                     Aggregate::Min(c) => extreme(tt, input, t, *c, true, &mut scratch.pairs),
                     Aggregate::Max(c) => extreme(tt, input, t, *c, false, &mut scratch.pairs),
-                })
-                .collect(),
-        ),
+                };
+                row.push(v);
+            }
+        }
     }
+    true
 }
 
-/// `desired (multiplicity 1) - output at t`, by output row, zeros left out.
+/// `desired (multiplicity 1) - output at t`, by output row, zeros left out: appended to
+/// `found` at time `t`.
 pub fn corrections(
     tt: &TimeType,
     output: &History,
     t: &[i64],
-    desired: Option<Row>,
+    desired: Option<&[Option<i64>]>,
     scratch: &mut Scratch,
-) -> Vec<(Row, i64)> {
+    found: &mut History,
+) {
     let outs = &mut scratch.outputs;
     outs.clear();
     outs.extend((0..output.len()).filter(|&i| tt.less_equal(output.time(i), t)));
     outs.sort_unstable_by(|&a, &b| output.cmp_values(a, b));
-    let mut found = Vec::new();
     let mut desired = desired;
     for run in outs.chunk_by(|&a, &b| output.cmp_values(a, b).is_eq()) {
         let mut m = run
             .iter()
             .fold(0i64, |m, &i| m.wrapping_add(output.diff(i)));
-        if desired.as_ref().is_some_and(|d| output.row_is(run[0], d)) {
+        if desired.is_some_and(|d| output.row_is(run[0], d)) {
             desired = None;
             m = m.wrapping_sub(1);
         }
         if m != 0 {
-            found.push((output.row(run[0]), m.wrapping_neg()));
+            let first = run[0];
+            found.push(
+                (0..output.arity()).map(|c| output.value(first, c)),
+                t,
+                m.wrapping_neg(),
+            );
         }
     }
     if let Some(row) = desired {
-        found.push((row, 1));
+        found.push(row.iter().copied(), t, 1);
     }
-    found
 }

@@ -1,9 +1,9 @@
-//! A key's history: its updates `(values, time, diff)` as columns.
+//! Updates `(values, time, diff)` as columns.
 //!
-//! A reduce keeps, for each key, the updates of its input and of its output. A [`History`]
-//! holds them as flat columns (`arity` nullable `i64` values, `width` time integers and a diff
-//! per update), so that reading a key's group at a time is a scan of a few contiguous arrays,
-//! with no allocation per update.
+//! A [`History`] holds updates as flat columns (`arity` nullable `i64` values, `width` time
+//! integers and a diff per update): a batch holds every key's updates in one, and a step reads
+//! a key's updates into one, so that reading a key's group at a time is a scan of a few
+//! contiguous arrays, with no allocation per update.
 //!
 //! Invariant after [`History::consolidate`]: no two updates share `(values, time)` (for an
 //! *additive* history, whose values are weights that add up like diffs: no two share a time),
@@ -36,6 +36,18 @@ impl History {
             arity,
             width,
             ..Default::default()
+        }
+    }
+
+    /// An empty history with room for `n` updates.
+    pub fn with_capacity(arity: usize, width: usize, n: usize) -> Self {
+        History {
+            arity,
+            width,
+            values: Vec::with_capacity(n * arity),
+            nulls: Vec::with_capacity(n * arity),
+            times: Vec::with_capacity(n * width),
+            diffs: Vec::with_capacity(n),
         }
     }
 
@@ -118,10 +130,14 @@ impl History {
 
     /// Advances every time by `since`.
     pub fn advance(&mut self, tt: &TimeType, since: &Antichain) {
+        self.advance_with(tt, since, &mut Vec::new());
+    }
+
+    /// [`History::advance`] with `buf` as scratch.
+    pub fn advance_with(&mut self, tt: &TimeType, since: &Antichain, buf: &mut Vec<i64>) {
         let w = self.width;
         for i in 0..self.len() {
-            let advanced = tt.advance_by(&self.times[i * w..(i + 1) * w], since);
-            self.times[i * w..(i + 1) * w].copy_from_slice(&advanced);
+            tt.advance_in_place(&mut self.times[i * w..(i + 1) * w], since, buf);
         }
     }
 
@@ -129,22 +145,61 @@ impl History {
     pub fn consolidate(&mut self, additive: bool) {
         if self.len() == 1 {
             // (one update: consolidated unless zero)
-            let zero = self.diffs[0] == 0 && (!additive || self.values.iter().all(|w| *w == 0));
-            if zero {
+            if self.is_zero(0, additive) {
                 self.clear();
             }
             return;
         }
-        let mut order: Vec<usize> = (0..self.len()).collect();
-        if additive {
-            order.sort_by(|&i, &j| self.time(i).cmp(self.time(j)));
+        let mut out = History::new(self.arity, self.width);
+        self.consolidate_into(additive, &mut out, &mut Vec::new());
+        *self = out;
+    }
+
+    /// Whether update `i` adds nothing: a zero diff (and, `additive`, zero weights).
+    fn is_zero(&self, i: usize, additive: bool) -> bool {
+        let a = self.arity;
+        self.diffs[i] == 0 && (!additive || self.values[i * a..(i + 1) * a].iter().all(|w| *w == 0))
+    }
+
+    /// Appends the consolidated updates of `self` to `out` (sorted by values then time; by
+    /// time where `additive`), using `order` as scratch; returns how many it appended.
+    pub fn consolidate_into(
+        &self,
+        additive: bool,
+        out: &mut History,
+        order: &mut Vec<usize>,
+    ) -> usize {
+        debug_assert_eq!((out.arity, out.width), (self.arity, self.width));
+        let before = out.len();
+        if self.len() == 1 {
+            // (one update: consolidated unless zero)
+            if !self.is_zero(0, additive) {
+                out.push_from(self, 0);
+            }
+            return out.len() - before;
+        }
+        order.clear();
+        order.extend(0..self.len());
+        let in_order = |i: usize| {
+            let by_time = self.time(i - 1).cmp(self.time(i));
+            let o = if additive {
+                by_time
+            } else {
+                self.cmp_values(i - 1, i).then(by_time)
+            };
+            o.is_le()
+        };
+        if (1..self.len()).all(in_order) {
+            // (already sorted, as a key's updates read from one batch and advanced often are)
+        } else if additive {
+            order.sort_unstable_by(|&i, &j| self.time(i).cmp(self.time(j)));
         } else {
-            order.sort_by(|&i, &j| {
+            order.sort_unstable_by(|&i, &j| {
                 self.cmp_values(i, j)
                     .then_with(|| self.time(i).cmp(self.time(j)))
             });
         }
-        let mut out = History::new(self.arity, self.width);
+        let a = self.arity;
         let mut start = 0;
         while start < order.len() {
             let first = order[start];
@@ -155,29 +210,35 @@ impl History {
             {
                 end += 1;
             }
-            let diff = order[start..end]
-                .iter()
-                .fold(0i64, |d, &i| d.wrapping_add(self.diffs[i]));
+            out.push_from(self, first);
+            let at = out.len() - 1;
+            for &i in &order[start + 1..end] {
+                out.diffs[at] = out.diffs[at].wrapping_add(self.diffs[i]);
+                if additive {
+                    for c in 0..a {
+                        let w = self.value(i, c).unwrap_or(0);
+                        out.values[at * a + c] = out.values[at * a + c].wrapping_add(w);
+                    }
+                }
+            }
             if additive {
-                let weights: Vec<i64> = (0..self.arity)
-                    .map(|c| {
-                        order[start..end]
-                            .iter()
-                            .fold(0i64, |s, &i| s.wrapping_add(self.value(i, c).unwrap_or(0)))
-                    })
-                    .collect();
-                if diff != 0 || weights.iter().any(|w| *w != 0) {
-                    out.push(weights.into_iter().map(Some), self.time(first), diff);
-                }
-            } else if diff != 0 {
-                out.push_from(self, first);
-                if let Some(d) = out.diffs.last_mut() {
-                    *d = diff;
-                }
+                // (weights are never null: a null weight adds nothing)
+                out.nulls[at * a..(at + 1) * a].fill(false);
+            }
+            if out.is_zero(at, additive) {
+                out.truncate(at);
             }
             start = end;
         }
-        *self = out;
+        out.len() - before
+    }
+
+    /// Keeps the first `n` updates.
+    pub fn truncate(&mut self, n: usize) {
+        self.values.truncate(n * self.arity);
+        self.nulls.truncate(n * self.arity);
+        self.times.truncate(n * self.width);
+        self.diffs.truncate(n);
     }
 
     /// Removes every update (keeping the allocations).
@@ -199,6 +260,28 @@ impl History {
     /// Whether every update's time is `<= t`.
     pub fn all_before(&self, tt: &TimeType, t: &[i64]) -> bool {
         (0..self.len()).all(|i| tt.less_equal(self.time(i), t))
+    }
+
+    /// Appends updates `range` of `other` (of the same shape).
+    pub fn extend_range(&mut self, other: &History, range: std::ops::Range<usize>) {
+        let (a, w) = (self.arity, self.width);
+        self.values
+            .extend_from_slice(&other.values[range.start * a..range.end * a]);
+        self.nulls
+            .extend_from_slice(&other.nulls[range.start * a..range.end * a]);
+        self.times
+            .extend_from_slice(&other.times[range.start * w..range.end * w]);
+        self.diffs.extend_from_slice(&other.diffs[range]);
+    }
+
+    /// How many values per update.
+    pub fn arity(&self) -> usize {
+        self.arity
+    }
+
+    /// How many integers per time.
+    pub fn width(&self) -> usize {
+        self.width
     }
 
     /// Appends the updates of `other` (of the same shape).

@@ -186,18 +186,29 @@ impl TimeType {
     /// itself for an empty frontier (nothing can be distinguished any more, and the caller
     /// keeps what it has).
     pub fn advance_by(&self, t: &[i64], frontier: &Antichain) -> Vec<i64> {
+        let mut out = t.to_vec();
+        self.advance_in_place(&mut out, frontier, &mut Vec::new());
+        out
+    }
+
+    /// [`TimeType::advance_by`] in place, with `buf` as scratch (no allocation once it has
+    /// grown).
+    pub fn advance_in_place(&self, t: &mut [i64], frontier: &Antichain, buf: &mut Vec<i64>) {
+        let w = self.width;
         let mut elements = frontier.elements();
         let Some(first) = elements.next() else {
-            return t.to_vec();
+            return;
         };
-        let mut out = self.join(t, first);
-        let mut joined = vec![0; self.width];
+        buf.resize(3 * w, 0);
+        let (acc, rest) = buf.split_at_mut(w);
+        let (joined, met) = rest.split_at_mut(w);
+        self.join_into(t, first, acc);
         for f in elements {
-            self.join_into(t, f, &mut joined);
-            let current = out.clone();
-            self.meet_into(&current, &joined, &mut out);
+            self.join_into(t, f, joined);
+            self.meet_into(acc, joined, met);
+            acc.copy_from_slice(met);
         }
-        out
+        t.copy_from_slice(acc);
     }
 
     /// A total order that extends the partial order (flat lexicographic order).

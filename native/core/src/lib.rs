@@ -6,7 +6,9 @@
 //!   meet and `advance_by`, and antichains (frontiers);
 //! * [`consolidation`]: updates with equal `(data, time)` added up;
 //! * [`group`]: the group functions (count, sum, min, max, distinct) of a key's group at a time;
-//! * [`history`]: a key's updates as columns, consolidated and advanced in place;
+//! * [`history`]: updates `(values, time, diff)` as columns, consolidated and advanced;
+//! * [`trace`]: arrangements, sorted batches of every key's updates merged by a spine and read
+//!   by galloping cursors;
 //! * [`reduce`]: the reduce family's state and step (interesting times, evaluation, compaction).
 //!
 //! Nothing here knows of Python: the binding crate (`ddflow-native`) converts at the boundary,
@@ -17,6 +19,7 @@ pub mod group;
 pub mod history;
 pub mod lattice;
 pub mod reduce;
+pub mod trace;
 
 /// The version of the core, as the Python package checks it against its own.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");

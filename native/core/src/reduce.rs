@@ -1,4 +1,4 @@
-//! The reduce family over partially ordered times, one key at a time.
+//! The reduce family over partially ordered times, over sorted batches of all keys.
 //!
 //! A reduce maintains, for every key `k` and every complete time `t`:
 //!
@@ -6,31 +6,37 @@
 //! sum of output_k updates at times <= t  ==  f(sum of input_k updates at times <= t)
 //! ```
 //!
-//! A [`Reducer`] owns both arrangements. Each key's updates live together (its input and
-//! output [`History`], columns of `i64` values, times and diffs, and its pending times), in a
-//! map ordered by the key, so that a step visits its keys in sorted order and does everything
+//! A [`Reducer`] owns both arrangements, each a [`Spine`] of sorted batches of every key's
+//! updates (typed columns, offsets per key: see [`trace`](crate::trace)). A step visits its
+//! keys in sorted order, reading each batch through a galloping cursor, and does everything
 //! for a key in one pass:
 //!
-//! * [`Reducer::take`]: the new updates are added to their keys' input histories; the
+//! * [`Reducer::take_columns`]: the new updates become one batch of the input; the
 //!   *interesting times* of a key, the least upper bounds of the subsets of its times that
 //!   contain a new time (where its accumulation may change), become pending;
 //! * [`Reducer::evaluate`]: the pending `(key, time)` pairs whose time is complete at the
 //!   frontier (no element of the frontier `<=` it) are evaluated, a key's in the flat
 //!   lexicographic order of times (a linear extension), each seeing the corrections made at
-//!   the earlier ones: `f(input_k[t]) - output_k[t]` is appended to the output and returned;
+//!   the earlier ones: `f(input_k[t]) - output_k[t]`; the step's corrections become one batch
+//!   of the output and are returned;
 //! * [`Reducer::set_since`]: times not in advance of the frontier can no longer be told apart;
-//!   a key's histories are advanced to it and consolidated when the key is next visited, and
-//!   a sweep, fuelled by the work of each step, compacts the keys no step visits, so that the
-//!   arrangements' size follows the live data, not the length of the history.
+//!   the spines advance and consolidate their updates as they merge batches, and rewrite the
+//!   batches no merge reaches with fuel paid by the steps' work, so that the arrangements'
+//!   size follows the live data, not the length of the history.
+//!
+//! A step allocates per batch, not per key: the keys, values, times and diffs of a step's
+//! updates, of its pending pairs and of its corrections are flat columns.
 //!
 //! What a group gives ([`Logic`]) is the [`group`](crate::group) module's.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::ops::Range;
 
 use crate::group::{corrections, desired_row, Scratch};
 pub use crate::group::{Aggregate, Logic};
 use crate::history::History;
 use crate::lattice::{Antichain, TimeType};
+use crate::trace::{Key, Spine};
 
 /// A row of nullable integer-family values (keys, values, outputs): `None` is null, ordered
 /// before every value.
@@ -38,53 +44,162 @@ pub type Row = Vec<Option<i64>>;
 /// A time: `width` integers.
 pub type Time = Vec<i64>;
 
-#[derive(Clone, Debug)]
-struct KeyState {
-    /// the input's updates (weights, for [`Logic::Weights`], as values)
-    input: History,
-    /// the output's updates
-    output: History,
-    /// the key's pending times, distinct and sorted (few: a vector, not a tree)
-    pending: Vec<Time>,
-    /// the `since` the histories were last compacted to (its generation)
-    compacted: u64,
-    /// how many updates the histories held after that compaction
-    compacted_len: usize,
-}
-
-impl KeyState {
-    /// Consolidates both histories (the input's values are weights where `additive`).
-    fn consolidate(&mut self, additive: bool) {
-        self.input.consolidate(additive);
-        self.output.consolidate(false);
-        self.compacted_len = self.input.len() + self.output.len();
-    }
-}
-
 /// Updates of a key: `(key, values, time, diff)`.
 pub type KeyedUpdate = (Row, Row, Time, i64);
 
-/// A step's output corrections: `time → [(key, output values, diff)]`, keys in order.
-pub type Corrections = BTreeMap<Time, Vec<(Row, Row, i64)>>;
+/// Updates as columns: keys, values, times, diffs.
+pub type Columns = (
+    Vec<Vec<Option<i64>>>,
+    Vec<Vec<Option<i64>>>,
+    Vec<Vec<i64>>,
+    Vec<i64>,
+);
+
+/// A step's output corrections, sorted by time, then key: row `i` is the key
+/// [`Corrections::key`] with the output values, time and diff of update `i` of
+/// [`Corrections::updates`].
+#[derive(Clone, Debug)]
+pub struct Corrections {
+    key_width: usize,
+    keys: Vec<Option<i64>>,
+    updates: History,
+}
+
+impl Corrections {
+    /// How many rows.
+    pub fn len(&self) -> usize {
+        self.updates.len()
+    }
+
+    /// Whether there is none.
+    pub fn is_empty(&self) -> bool {
+        self.updates.is_empty()
+    }
+
+    /// The key of row `i`.
+    pub fn key(&self, i: usize) -> &Key {
+        &self.keys[i * self.key_width..(i + 1) * self.key_width]
+    }
+
+    /// The output values, times and diffs.
+    pub fn updates(&self) -> &History {
+        &self.updates
+    }
+
+    /// The rows of each time, times increasing.
+    pub fn by_time(&self) -> Vec<(Time, Range<usize>)> {
+        let h = &self.updates;
+        let mut out: Vec<(Time, Range<usize>)> = Vec::new();
+        for i in 0..h.len() {
+            match out.last_mut() {
+                Some((t, r)) if t.as_slice() == h.time(i) => r.end = i + 1,
+                _ => out.push((h.time(i).to_vec(), i..i + 1)),
+            }
+        }
+        out
+    }
+}
+
+/// The pending `(key, time)` pairs, as flat columns (a pair may appear more than once), and
+/// how many pairs each time has.
+#[derive(Clone, Debug, Default)]
+struct Pending {
+    keys: Vec<Option<i64>>,
+    times: Vec<i64>,
+    counts: BTreeMap<Time, usize>,
+}
+
+impl Pending {
+    /// How many pairs (counted or not).
+    fn len(&self) -> usize {
+        self.times.len()
+    }
+
+    /// Adds a pair; [`Pending::count_from`] counts it.
+    fn push(&mut self, key: &Key, time: &[i64]) {
+        self.keys.extend_from_slice(key);
+        self.times.extend_from_slice(time);
+    }
+
+    /// Counts the pairs pushed since there were `from` integers of times (consecutive pairs
+    /// often share a time: one count update per run).
+    fn count_from(&mut self, from: usize, w: usize) {
+        let w = w.max(1);
+        for run in self.times[from..]
+            .chunks_exact(w)
+            .collect::<Vec<_>>()
+            .chunk_by(|a, b| a == b)
+        {
+            match self.counts.get_mut(run[0]) {
+                Some(c) => *c += run.len(),
+                None => {
+                    self.counts.insert(run[0].to_vec(), run.len());
+                }
+            }
+        }
+    }
+
+    /// Removes the pairs whose time is `ready`, returned as `(keys, times)` columns.
+    fn take(
+        &mut self,
+        kw: usize,
+        w: usize,
+        ready: impl Fn(&[i64]) -> bool,
+    ) -> (Vec<Option<i64>>, Vec<i64>) {
+        self.counts.retain(|t, _| !ready(t));
+        let (mut keys, mut times) = (Vec::new(), Vec::new());
+        let n = self.times.len() / w.max(1);
+        let mut kept = 0;
+        for i in 0..n {
+            let t = i * w..(i + 1) * w;
+            let k = i * kw..(i + 1) * kw;
+            if ready(&self.times[t.clone()]) {
+                keys.extend_from_slice(&self.keys[k]);
+                times.extend_from_slice(&self.times[t]);
+            } else {
+                self.keys.copy_within(k, kept * kw);
+                self.times.copy_within(t, kept * w);
+                kept += 1;
+            }
+        }
+        self.keys.truncate(kept * kw);
+        self.times.truncate(kept * w);
+        (keys, times)
+    }
+}
+
+/// Buffers a step reuses from key to key.
+#[derive(Clone, Debug)]
+struct Work {
+    group: Scratch,
+    /// a key, a desired output row
+    key: Row,
+    row: Row,
+    order: Vec<usize>,
+    /// a key's input updates, its output updates, its corrections at a time
+    old: History,
+    out: History,
+    found: History,
+    buf: Vec<i64>,
+}
 
 /// The state of one reduce (see the module).
 #[derive(Clone, Debug)]
 pub struct Reducer {
     tt: TimeType,
     logic: Logic,
+    key_width: usize,
     /// values per input update
     arity: usize,
-    keys: BTreeMap<Row, KeyState>,
-    /// pending time → the keys pending at it (each once: a key's own pending set guards)
-    pending: BTreeMap<Time, Vec<Row>>,
-    /// the frontier histories may be advanced to, and its generation
+    input: Spine,
+    output: Spine,
+    pending: Pending,
+    /// the frontier arrangements may be advanced to, and its generation
     since: Antichain,
     generation: u64,
-    /// the next key the compaction sweep visits
-    sweep: Option<Row>,
     /// `(key, time)` pairs evaluated so far
     pub evaluated: u64,
-    scratch: Scratch,
+    work: Work,
 }
 
 /// The order of rows `a` and `b` of `columns`.
@@ -96,21 +211,50 @@ fn cmp_rows(columns: &[Vec<Option<i64>>], a: usize, b: usize) -> std::cmp::Order
         .unwrap_or(std::cmp::Ordering::Equal)
 }
 
+/// Updates given one by one, as columns.
+fn columns_of(updates: Vec<KeyedUpdate>, kw: usize, arity: usize, w: usize) -> Columns {
+    let n = updates.len();
+    let mut keys = vec![Vec::with_capacity(n); kw];
+    let mut values = vec![Vec::with_capacity(n); arity];
+    let mut times = vec![Vec::with_capacity(n); w];
+    let mut diffs = Vec::with_capacity(n);
+    for (k, v, t, d) in updates {
+        keys.iter_mut().zip(k).for_each(|(c, x)| c.push(x));
+        values.iter_mut().zip(v).for_each(|(c, x)| c.push(x));
+        times.iter_mut().zip(t).for_each(|(c, x)| c.push(x));
+        diffs.push(d);
+    }
+    (keys, values, times, diffs)
+}
+
 impl Reducer {
-    /// A reducer with empty arrangements, of input updates with `arity` values (weights for
-    /// [`Logic::Weights`]).
-    pub fn new(tt: TimeType, logic: Logic, arity: usize) -> Self {
+    /// A reducer with empty arrangements, of input updates with `key_width` key columns and
+    /// `arity` values (weights for [`Logic::Weights`]).
+    pub fn new(tt: TimeType, logic: Logic, key_width: usize, arity: usize) -> Self {
+        let w = tt.width();
+        let outputs = logic.outputs();
+        let additive = logic.additive();
         Reducer {
             since: Antichain::from_times(&tt, [tt.minimum().as_slice()]),
+            input: Spine::new(key_width, arity, w, additive),
+            output: Spine::new(key_width, outputs, w, false),
+            work: Work {
+                group: Scratch::default(),
+                key: Vec::new(),
+                row: Vec::new(),
+                order: Vec::new(),
+                old: History::new(arity, w),
+                out: History::new(outputs, w),
+                found: History::new(outputs, w),
+                buf: Vec::new(),
+            },
             tt,
             logic,
+            key_width,
             arity,
-            keys: BTreeMap::new(),
-            pending: BTreeMap::new(),
+            pending: Pending::default(),
             generation: 0,
-            sweep: None,
             evaluated: 0,
-            scratch: Scratch::default(),
         }
     }
 
@@ -119,26 +263,24 @@ impl Reducer {
         &self.tt
     }
 
-    fn new_key(&self) -> KeyState {
-        KeyState {
-            input: History::new(self.arity, self.tt.width()),
-            output: History::new(self.logic.outputs(), self.tt.width()),
-            pending: Vec::new(),
-            compacted: 0,
-            compacted_len: 0,
-        }
+    /// What a group gives.
+    pub fn logic(&self) -> &Logic {
+        &self.logic
     }
 
     /// How many updates the input and output arrangements hold.
     pub fn sizes(&self) -> (usize, usize) {
-        self.keys
-            .values()
-            .fold((0, 0), |(i, o), s| (i + s.input.len(), o + s.output.len()))
+        (self.input.len(), self.output.len())
+    }
+
+    /// How many batches the input and output arrangements hold.
+    pub fn batches(&self) -> (usize, usize) {
+        (self.input.batches().len(), self.output.batches().len())
     }
 
     /// The minimal pending times, in the flat lexicographic order.
     pub fn pending(&self) -> Vec<Time> {
-        let a = Antichain::from_times(&self.tt, self.pending.keys().map(Vec::as_slice));
+        let a = Antichain::from_times(&self.tt, self.pending.counts.keys().map(Vec::as_slice));
         let mut out: Vec<Time> = a.elements().map(<[i64]>::to_vec).collect();
         out.sort();
         out
@@ -146,19 +288,8 @@ impl Reducer {
 
     /// [`Reducer::take_columns`] of updates given one by one.
     pub fn take(&mut self, updates: Vec<KeyedUpdate>) -> usize {
-        let nk = updates.first().map_or(0, |u| u.0.len());
-        let w = self.tt.width();
-        let mut keys = vec![Vec::with_capacity(updates.len()); nk];
-        let mut values = vec![Vec::with_capacity(updates.len()); self.arity];
-        let mut times = vec![Vec::with_capacity(updates.len()); w];
-        let mut diffs = Vec::with_capacity(updates.len());
-        for (k, v, t, d) in updates {
-            keys.iter_mut().zip(k).for_each(|(c, x)| c.push(x));
-            values.iter_mut().zip(v).for_each(|(c, x)| c.push(x));
-            times.iter_mut().zip(t).for_each(|(c, x)| c.push(x));
-            diffs.push(d);
-        }
-        self.take_columns(&keys, &values, &times, &diffs)
+        let (k, v, t, d) = columns_of(updates, self.key_width, self.arity, self.tt.width());
+        self.take_columns(&k, &v, &t, &d)
     }
 
     /// Adds new input updates, given as columns (keys, values, times, diffs; for
@@ -172,226 +303,211 @@ impl Reducer {
         times: &[Vec<i64>],
         diffs: &[i64],
     ) -> usize {
-        let mut order: Vec<usize> = (0..diffs.len()).collect();
-        if let [single] = keys {
-            // (one key column, the common case: sorted by its values directly)
-            order.sort_by_key(|&r| single[r]);
+        self.insert(false, true, keys, values, times, diffs)
+    }
+
+    /// Adds updates to the input (or the `output`) arrangement as one batch; with `schedule`,
+    /// makes the interesting times of the input's new updates pending.
+    fn insert(
+        &mut self,
+        output: bool,
+        schedule: bool,
+        keys: &[Vec<Option<i64>>],
+        values: &[Vec<Option<i64>>],
+        times: &[Vec<i64>],
+        diffs: &[i64],
+    ) -> usize {
+        // the positions in key order, and where each key's run starts
+        let n = diffs.len();
+        let (order, mut starts): (Vec<usize>, Vec<usize>) = if let [single] = keys {
+            // (one key column, the common case: the keys sorted beside their positions, in
+            // place, rather than positions sorted by looking their keys up)
+            let mut pairs: Vec<(Option<i64>, usize)> = single.iter().copied().zip(0..).collect();
+            pairs.sort_unstable();
+            let starts = (0..n)
+                .filter(|&i| i == 0 || pairs[i - 1].0 != pairs[i].0)
+                .collect();
+            (pairs.into_iter().map(|(_, r)| r).collect(), starts)
         } else {
-            order.sort_by(|&a, &b| cmp_rows(keys, a, b));
-        }
-        let additive = self.logic.additive();
-        let mut time = vec![0; self.tt.width()];
+            let mut order: Vec<usize> = (0..n).collect();
+            order.sort_unstable_by(|&a, &b| cmp_rows(keys, a, b));
+            let starts = (0..n)
+                .filter(|&i| i == 0 || cmp_rows(keys, order[i - 1], order[i]).is_ne())
+                .collect();
+            (order, starts)
+        };
+        starts.push(n);
+        // the columns gathered in that order, one at a time (a random read and a sequential
+        // write per value, not every column's random reads interleaved)
+        let gather = |c: &Vec<Option<i64>>| order.iter().map(|&r| c[r]).collect::<Vec<_>>();
+        let values: Vec<Vec<Option<i64>>> = values.iter().map(gather).collect();
+        let times: Vec<Vec<i64>> = times
+            .iter()
+            .map(|c| order.iter().map(|&r| c[r]).collect())
+            .collect();
+        let diffs: Vec<i64> = order.iter().map(|&r| diffs[r]).collect();
+        let pending_before = self.pending.len();
+        let tt = &self.tt;
+        let spine = if output { &self.output } else { &self.input };
+        let additive = !output && self.logic.additive();
+        let work = &mut self.work;
+        let mut batch = spine.batch_with_capacity(starts.len() - 1, n);
+        let mut cursor = spine.cursor();
+        let mut time = vec![0; tt.width()];
         let mut added = 0;
-        let mut new = History::new(self.arity, self.tt.width());
-        let mut key: Row = Vec::with_capacity(keys.len());
-        for run in order.chunk_by(|&a, &b| cmp_rows(keys, a, b).is_eq()) {
+        let mut new = History::new(values.len(), tt.width());
+        for run in starts.windows(2) {
             new.clear();
-            for &r in run {
-                for (t, c) in time.iter_mut().zip(times) {
+            for r in run[0]..run[1] {
+                for (t, c) in time.iter_mut().zip(&times) {
                     *t = c[r];
                 }
                 new.push(values.iter().map(|c| c[r]), &time, diffs[r]);
             }
-            new.consolidate(additive);
-            if new.is_empty() {
+            work.key.clear();
+            work.key.extend(keys.iter().map(|c| c[order[run[0]]]));
+            let start = batch.len();
+            let n = batch.push_key(&work.key, &new, additive, &mut work.order);
+            added += n;
+            if n == 0 || !schedule {
                 continue;
             }
-            added += new.len();
-            key.clear();
-            key.extend(keys.iter().map(|c| c[run[0]]));
-            if !self.keys.contains_key(key.as_slice()) {
-                let fresh = self.new_key();
-                self.keys.insert(key.clone(), fresh);
-            }
-            let Some(state) = self.keys.get_mut(key.as_slice()) else {
-                continue;
-            };
-            Self::compact_key(
-                &self.tt,
-                &self.since,
-                self.generation,
-                additive,
-                state,
-                false,
-            );
+            work.old.clear();
+            spine.read(&mut cursor, &work.key, &mut work.old);
+            let h = batch.updates();
+            let first = h.time(start);
             // (the common case, a step's updates of a key all at one time after every time
             // the key had: that time alone is interesting)
-            let one = new
-                .one_time()
-                .filter(|t| state.input.all_before(&self.tt, t));
-            let found = match one {
-                Some(t) => vec![t.to_vec()],
-                None => interesting_times(
-                    &self.tt,
-                    &new.distinct_times(),
-                    &state.input.distinct_times(),
-                ),
-            };
-            for t in found {
-                if let Err(at) = state.pending.binary_search(&t) {
-                    state.pending.insert(at, t.clone());
-                    self.pending.entry(t).or_default().push(key.clone());
-                }
+            if (start..start + n).all(|u| h.time(u) == first) && work.old.all_before(tt, first) {
+                self.pending.push(&work.key, first);
+                continue;
             }
-            state.input.extend(&new);
+            let mut fresh: Vec<Time> = (start..start + n).map(|u| h.time(u).to_vec()).collect();
+            fresh.sort();
+            fresh.dedup();
+            work.old.advance_with(tt, &self.since, &mut work.buf);
+            for t in interesting_times(tt, &fresh, &work.old.distinct_times()) {
+                self.pending.push(&work.key, &t);
+            }
         }
+        let spine = if output {
+            &mut self.output
+        } else {
+            &mut self.input
+        };
+        spine.insert(batch, tt, &self.since, self.generation);
+        self.pending.count_from(pending_before, tt.width());
         added
     }
 
     /// Evaluates the pending `(key, time)` pairs complete at `frontier`; `None` if there were
-    /// none, else the output corrections by time (also appended to the output arrangement).
+    /// none, else the output corrections (also added to the output arrangement).
     pub fn evaluate(&mut self, frontier: &Antichain) -> Option<Corrections> {
-        let ready: Vec<Time> = self
-            .pending
-            .keys()
-            .filter(|t| !frontier.less_equal(&self.tt, t))
-            .cloned()
-            .collect();
-        if ready.is_empty() {
+        let tt = &self.tt;
+        let ready = |t: &[i64]| !frontier.less_equal(tt, t);
+        if !self.pending.counts.keys().any(|t| ready(t)) {
             return None;
         }
-        // the keys pending at a ready time, in key order, each evaluated once at all its
-        // ready times (in the flat order of times: a linear extension)
-        let mut visit: Vec<Row> = Vec::new();
-        for t in &ready {
-            if let Some(keys) = self.pending.remove(t) {
-                visit.extend(keys);
-            }
-        }
-        visit.sort();
-        visit.dedup();
-        let ready_set: BTreeSet<&Time> = ready.iter().collect();
-        let mut out: Corrections = BTreeMap::new();
-        let tt = &self.tt;
-        let logic = &self.logic;
-        let additive = logic.additive();
-        for key in visit {
-            let Some(state) = self.keys.get_mut(&key) else {
-                continue;
-            };
-            let now: Vec<Time> = state
-                .pending
-                .iter()
-                .filter(|t| ready_set.contains(t))
-                .cloned()
-                .collect();
-            Self::compact_key(tt, &self.since, self.generation, additive, state, false);
-            state.pending.retain(|t| !ready_set.contains(t));
-            for t in now {
+        let (kw, w) = (self.key_width, tt.width());
+        let (keys, times) = self.pending.take(kw, w, ready);
+        let key = |i: usize| &keys[i * kw..(i + 1) * kw];
+        let time = |i: usize| &times[i * w..(i + 1) * w];
+        // each ready pair once, by key, then time (a linear extension)
+        let mut pairs: Vec<usize> = (0..times.len() / w).collect();
+        pairs.sort_by(|&a, &b| key(a).cmp(key(b)).then_with(|| time(a).cmp(time(b))));
+        pairs.dedup_by(|a, b| key(*a) == key(*b) && time(*a) == time(*b));
+        let work = &mut self.work;
+        let mut step_keys: Vec<Option<i64>> = Vec::new();
+        let mut step = History::new(self.logic.outputs(), w);
+        let (mut ci, mut co) = (self.input.cursor(), self.output.cursor());
+        for group in pairs.chunk_by(|&a, &b| key(a) == key(b)) {
+            let k = key(group[0]);
+            work.old.clear();
+            self.input.read(&mut ci, k, &mut work.old);
+            work.out.clear();
+            self.output.read(&mut co, k, &mut work.out);
+            for &p in group {
+                let t = time(p);
                 self.evaluated += 1;
-                let desired = desired_row(logic, tt, &state.input, &t, &mut self.scratch);
-                for (values, diff) in corrections(tt, &state.output, &t, desired, &mut self.scratch)
-                {
-                    state.output.push(values.iter().copied(), &t, diff);
-                    out.entry(t.clone())
-                        .or_default()
-                        .push((key.clone(), values, diff));
+                let some = desired_row(
+                    &self.logic,
+                    tt,
+                    &work.old,
+                    t,
+                    &mut work.group,
+                    &mut work.row,
+                );
+                work.found.clear();
+                let desired = some.then_some(work.row.as_slice());
+                corrections(tt, &work.out, t, desired, &mut work.group, &mut work.found);
+                work.out.extend(&work.found);
+                step.extend(&work.found);
+                for _ in 0..work.found.len() {
+                    step_keys.extend_from_slice(k);
                 }
             }
+        }
+        // the step's corrections, by key: a batch of the output
+        let mut batch = self.output.batch();
+        let row_key = |i: usize| &step_keys[i * kw..(i + 1) * kw];
+        let rows: Vec<usize> = (0..step.len()).collect();
+        for run in rows.chunk_by(|&a, &b| row_key(a) == row_key(b)) {
+            work.out.clear();
+            work.out.extend_range(&step, run[0]..run[run.len() - 1] + 1);
+            batch.push_key(row_key(run[0]), &work.out, false, &mut work.order);
+        }
+        self.output.insert(batch, tt, &self.since, self.generation);
+        // and by time, then key, for the caller
+        let mut by_time = rows;
+        by_time.sort_by(|&a, &b| step.time(a).cmp(step.time(b)));
+        let mut out = Corrections {
+            key_width: kw,
+            keys: Vec::with_capacity(step_keys.len()),
+            updates: History::new(self.logic.outputs(), w),
+        };
+        for i in by_time {
+            out.keys.extend_from_slice(row_key(i));
+            out.updates.push_from(&step, i);
         }
         Some(out)
     }
 
-    /// Histories may be advanced to `frontier` from now on; compacts up to `fuel` keys that
-    /// no step visits (a sweep over the keys, resumed where it stopped).
+    /// The arrangements may be advanced to `frontier` from now on; `fuel` (about the updates
+    /// of the steps since the last call) is spent rewriting batches no merge has advanced.
     pub fn set_since(&mut self, frontier: &Antichain, fuel: usize) {
         if *frontier != self.since {
             self.since = frontier.clone();
             self.generation += 1;
         }
-        let start = self.sweep.take();
-        let additive = self.logic.additive();
-        let range: Box<dyn Iterator<Item = (&Row, &mut KeyState)>> = match &start {
-            Some(k) => Box::new(self.keys.range_mut(k.clone()..)),
-            None => Box::new(self.keys.iter_mut()),
-        };
-        let mut next = None;
-        let mut emptied = Vec::new();
-        for (visited, (key, state)) in range.enumerate() {
-            if visited == fuel {
-                next = Some(key.clone());
-                break;
-            }
-            Self::compact_key(
-                &self.tt,
-                &self.since,
-                self.generation,
-                additive,
-                state,
-                true,
-            );
-            if state.input.is_empty() && state.output.is_empty() && state.pending.is_empty() {
-                emptied.push(key.clone());
-            }
-        }
-        for key in emptied {
-            self.keys.remove(&key);
-        }
-        self.sweep = next;
+        let (tt, since, g) = (&self.tt, &self.since, self.generation);
+        self.input.compact(tt, since, g, fuel);
+        self.output.compact(tt, since, g, fuel);
     }
 
     /// Every update of the input and output arrangements: `(key, values, time, diff)`.
     pub fn contents(&self) -> (Vec<KeyedUpdate>, Vec<KeyedUpdate>) {
-        let mut input = Vec::new();
-        let mut output = Vec::new();
-        for (key, state) in &self.keys {
-            for (h, into) in [(&state.input, &mut input), (&state.output, &mut output)] {
-                for i in 0..h.len() {
-                    into.push((key.clone(), h.row(i), h.time(i).to_vec(), h.diff(i)));
-                }
-            }
-        }
-        (input, output)
+        let all = |spine: &Spine| {
+            let mut out = Vec::with_capacity(spine.len());
+            spine.for_each(|k, h, u| {
+                out.push((k.to_vec(), h.row(u), h.time(u).to_vec(), h.diff(u)))
+            });
+            out
+        };
+        (all(&self.input), all(&self.output))
     }
 
     /// Loads arrangements [`Reducer::contents`] gave, into a reducer that holds nothing.
     pub fn load(&mut self, input: Vec<KeyedUpdate>, output: Vec<KeyedUpdate>) {
-        for (updates, is_input) in [(input, true), (output, false)] {
-            for (key, values, time, diff) in updates {
-                if !self.keys.contains_key(&key) {
-                    let fresh = self.new_key();
-                    self.keys.insert(key.clone(), fresh);
-                }
-                if let Some(state) = self.keys.get_mut(&key) {
-                    let h = if is_input {
-                        &mut state.input
-                    } else {
-                        &mut state.output
-                    };
-                    h.push(values, &time, diff);
-                }
-            }
-        }
-        let additive = self.logic.additive();
-        for state in self.keys.values_mut() {
-            state.consolidate(additive);
-        }
+        let (kw, w) = (self.key_width, self.tt.width());
+        let input = columns_of(input, kw, self.arity, w);
+        let output = columns_of(output, kw, self.logic.outputs(), w);
+        self.load_columns(&input, &output);
     }
 
-    /// Advances a key's histories to `since` and consolidates them, unless done for this
-    /// generation of `since` already, or (unless `force`d: the sweep) unless they grew to
-    /// more than twice what they held after the last compaction: a key visited at every
-    /// step of a loop is compacted a number of times logarithmic in its updates, not once
-    /// a step, and a key no step visits is left to the sweep.
-    fn compact_key(
-        tt: &TimeType,
-        since: &Antichain,
-        generation: u64,
-        additive: bool,
-        state: &mut KeyState,
-        force: bool,
-    ) {
-        if state.compacted == generation {
-            return;
-        }
-        let held = state.input.len() + state.output.len();
-        if !force && held <= 2 * state.compacted_len + 16 {
-            return;
-        }
-        state.compacted = generation;
-        state.input.advance(tt, since);
-        state.output.advance(tt, since);
-        state.consolidate(additive);
+    /// [`Reducer::load`] of columns.
+    pub fn load_columns(&mut self, input: &Columns, output: &Columns) {
+        self.insert(false, false, &input.0, &input.1, &input.2, &input.3);
+        self.insert(true, false, &output.0, &output.1, &output.2, &output.3);
     }
 }
 
@@ -631,7 +747,7 @@ mod tests {
                 Logic::Weights(_) => 1,
                 Logic::Values(_) => 2,
             };
-            let mut r = Reducer::new(tt.clone(), logic.clone(), arity);
+            let mut r = Reducer::new(tt.clone(), logic.clone(), 1, arity);
             let mut fed: Vec<(Row, Row, Time, i64)> = Vec::new();
             for (epoch, updates) in epochs.iter().enumerate() {
                 let epoch = epoch as i64;
@@ -706,7 +822,7 @@ mod tests {
     #[test]
     fn a_sliding_history_compacts_to_the_live_data() {
         let tt = TimeType::epochs();
-        let mut r = Reducer::new(tt.clone(), Logic::Values(vec![Aggregate::Min(0)]), 1);
+        let mut r = Reducer::new(tt.clone(), Logic::Values(vec![Aggregate::Min(0)]), 1, 1);
         for e in 0..50i64 {
             let mut batch = vec![(vec![Some(1)], vec![Some(e)], vec![e], 1)];
             if e >= 3 {

@@ -221,8 +221,9 @@ class NativeReducer:
         return pl.DataFrame(data)
 
     def set_since(self, frontier: Sequence[Time]) -> None:
-        # (the sweep compacts keys in proportion to the updates taken since the last one)
-        fuel, self._taken = 4 + self._taken // 16, 0
+        # (batches no merge reaches are rewritten with fuel in proportion to the updates
+        # taken: a rewrite's cost is paid by the steps' work, about twice over)
+        fuel, self._taken = 64 + 2 * self._taken, 0
         self.core.set_since([list(f) for f in frontier], fuel)
 
     def sizes(self) -> tuple[int, int]:

@@ -1,0 +1,511 @@
+//! Arrangements: updates indexed by key, as immutable sorted batches merged by a spine.
+//!
+//! A [`Batch`] holds updates `(key, values, time, diff)` for many keys as a two-level trie of
+//! flat columns: the distinct keys in order, and for each key an offset into one [`History`]
+//! holding every key's updates, consolidated and sorted by values then time. Building a batch,
+//! reading a key or merging two batches allocates per batch, never per key or update.
+//!
+//! A [`Spine`] is a list of batches, oldest (and largest) first. A new batch is pushed at the
+//! end, and while the batch before the last holds at most twice as many updates as the last,
+//! the two are merged: batch sizes grow geometrically, so there are logarithmically many of
+//! them and an update is merged a logarithmic number of times. A merge advances the times of
+//! its updates to the spine's `since` frontier and consolidates them, so the spine compacts
+//! as it merges; [`Spine::compact`] rewrites the batches no merge reaches, with fuel paid by
+//! the work of the steps, so that a spine's size follows the live data.
+//!
+//! A [`Cursor`] reads a spine's keys in increasing order, one position per batch, each moved
+//! forward by galloping (exponential then binary search): a step that reads `k` sorted keys of
+//! a batch of `n` pays `O(k log(n / k))`, not `O(k log n)` nor `O(n)`.
+
+use std::ops::Range;
+
+use crate::history::History;
+use crate::lattice::{Antichain, TimeType};
+
+/// A key: nullable integers (`None` orders first).
+pub type Key = [Option<i64>];
+
+/// Updates of many keys, sorted and consolidated (see the module).
+///
+/// Invariant: keys are distinct and increasing; each key has at least one update; a key's
+/// updates are consolidated ([`History::consolidate_into`]).
+#[derive(Clone, Debug)]
+pub struct Batch {
+    /// integers per key
+    key_width: usize,
+    /// `key_width` per distinct key
+    keys: Vec<Option<i64>>,
+    /// key `k`'s updates are `offsets[k]..offsets[k + 1]`
+    offsets: Vec<usize>,
+    updates: History,
+    /// the generation of `since` its times were last advanced to
+    generation: u64,
+}
+
+impl Batch {
+    /// An empty batch of keys of `key_width` integers and updates of `arity` values and times
+    /// of `width` integers.
+    pub fn new(key_width: usize, arity: usize, width: usize) -> Self {
+        Self::with_capacity(key_width, arity, width, 0, 0)
+    }
+
+    /// [`Batch::new`] with room for `keys` keys and `updates` updates (a batch's final
+    /// size, where known, spares the copies of growing).
+    pub fn with_capacity(
+        key_width: usize,
+        arity: usize,
+        width: usize,
+        keys: usize,
+        updates: usize,
+    ) -> Self {
+        let mut offsets = Vec::with_capacity(keys + 1);
+        offsets.push(0);
+        Batch {
+            key_width,
+            keys: Vec::with_capacity(keys * key_width),
+            offsets,
+            updates: History::with_capacity(arity, width, updates),
+            generation: 0,
+        }
+    }
+
+    /// How many updates.
+    pub fn len(&self) -> usize {
+        self.updates.len()
+    }
+
+    /// Whether it holds no update.
+    pub fn is_empty(&self) -> bool {
+        self.updates.is_empty()
+    }
+
+    /// How many distinct keys.
+    pub fn key_count(&self) -> usize {
+        self.offsets.len() - 1
+    }
+
+    /// Key `k`.
+    pub fn key(&self, k: usize) -> &Key {
+        &self.keys[k * self.key_width..(k + 1) * self.key_width]
+    }
+
+    /// The positions of key `k`'s updates in [`Batch::updates`].
+    pub fn range(&self, k: usize) -> Range<usize> {
+        self.offsets[k]..self.offsets[k + 1]
+    }
+
+    /// Every key's updates, in key order.
+    pub fn updates(&self) -> &History {
+        &self.updates
+    }
+
+    /// Appends the consolidation of `updates` as the updates of `key`, which must be greater
+    /// than every key held (nothing is added if they consolidate to none). `order` is scratch.
+    /// Returns how many updates were added.
+    pub fn push_key(
+        &mut self,
+        key: &Key,
+        updates: &History,
+        additive: bool,
+        order: &mut Vec<usize>,
+    ) -> usize {
+        debug_assert_eq!(key.len(), self.key_width);
+        debug_assert!(self.key_count() == 0 || self.key(self.key_count() - 1) < key);
+        let added = updates.consolidate_into(additive, &mut self.updates, order);
+        if added > 0 {
+            self.keys.extend_from_slice(key);
+            self.offsets.push(self.updates.len());
+        }
+        added
+    }
+
+    /// Appends key `k` of `other` as it is (already consolidated, times already advanced).
+    fn push_key_of(&mut self, other: &Batch, k: usize) {
+        self.keys.extend_from_slice(other.key(k));
+        self.updates.extend_range(&other.updates, other.range(k));
+        self.offsets.push(self.updates.len());
+    }
+
+    /// The first position at or after `from` whose key is at least `key` (galloping).
+    pub fn seek(&self, from: usize, key: &Key) -> usize {
+        let n = self.key_count();
+        if from >= n || self.key(from) >= key {
+            return from;
+        }
+        // key(lo) < key: double the step until a key at least `key` or the end is passed
+        let mut lo = from;
+        let mut step = 1;
+        while lo + step < n && self.key(lo + step) < key {
+            lo += step;
+            step *= 2;
+        }
+        let hi = (lo + step).min(n);
+        // the answer is in lo + 1 ..= hi
+        let mut a = lo + 1;
+        let mut b = hi;
+        while a < b {
+            let mid = a + (b - a) / 2;
+            if self.key(mid) < key {
+                a = mid + 1;
+            } else {
+                b = mid;
+            }
+        }
+        a
+    }
+}
+
+/// A position per batch of a spine, for reading its keys in increasing order.
+#[derive(Clone, Debug, Default)]
+pub struct Cursor {
+    positions: Vec<usize>,
+}
+
+/// A list of batches merged geometrically (see the module).
+#[derive(Clone, Debug)]
+pub struct Spine {
+    key_width: usize,
+    arity: usize,
+    width: usize,
+    /// a key's values are weights that add up like diffs
+    additive: bool,
+    /// oldest first
+    batches: Vec<Batch>,
+    /// fuel saved towards rewriting a batch whose times are behind `since`
+    fuel: usize,
+    /// scratch: a key's updates before consolidation, and an order
+    scratch: History,
+    order: Vec<usize>,
+    buf: Vec<i64>,
+}
+
+impl Spine {
+    /// An empty spine (the shapes as in [`Batch::new`]).
+    pub fn new(key_width: usize, arity: usize, width: usize, additive: bool) -> Self {
+        Spine {
+            key_width,
+            arity,
+            width,
+            additive,
+            batches: Vec::new(),
+            fuel: 0,
+            scratch: History::new(arity, width),
+            order: Vec::new(),
+            buf: Vec::new(),
+        }
+    }
+
+    /// An empty batch of this spine's shape.
+    pub fn batch(&self) -> Batch {
+        Batch::new(self.key_width, self.arity, self.width)
+    }
+
+    /// An empty batch of this spine's shape with room for `keys` keys and `updates` updates.
+    pub fn batch_with_capacity(&self, keys: usize, updates: usize) -> Batch {
+        Batch::with_capacity(self.key_width, self.arity, self.width, keys, updates)
+    }
+
+    /// How many updates, over all batches.
+    pub fn len(&self) -> usize {
+        self.batches.iter().map(Batch::len).sum()
+    }
+
+    /// Whether it holds no update.
+    pub fn is_empty(&self) -> bool {
+        self.batches.is_empty()
+    }
+
+    /// The batches, oldest first.
+    pub fn batches(&self) -> &[Batch] {
+        &self.batches
+    }
+
+    /// A cursor before every key.
+    pub fn cursor(&self) -> Cursor {
+        Cursor {
+            positions: vec![0; self.batches.len()],
+        }
+    }
+
+    /// Appends `key`'s updates in every batch to `into`, moving `cursor` past them; the keys
+    /// read through one cursor must increase, and the spine must not change meanwhile.
+    pub fn read(&self, cursor: &mut Cursor, key: &Key, into: &mut History) {
+        debug_assert_eq!(cursor.positions.len(), self.batches.len());
+        for (batch, at) in self.batches.iter().zip(cursor.positions.iter_mut()) {
+            *at = batch.seek(*at, key);
+            if *at < batch.key_count() && batch.key(*at) == key {
+                into.extend_range(&batch.updates, batch.range(*at));
+                *at += 1;
+            }
+        }
+    }
+
+    /// Adds a batch, whose times are in advance of the `since` of `generation` (new updates
+    /// are), and merges while the batch before the last is at most twice the last.
+    pub fn insert(&mut self, mut batch: Batch, tt: &TimeType, since: &Antichain, generation: u64) {
+        if batch.is_empty() {
+            return;
+        }
+        batch.generation = generation;
+        self.batches.push(batch);
+        while let [.., a, b] = self.batches.as_slice() {
+            if a.len() > 2 * b.len() {
+                break;
+            }
+            let (Some(b), Some(a)) = (self.batches.pop(), self.batches.pop()) else {
+                break;
+            };
+            let merged = self.merge(&a, &b, tt, since, generation);
+            if !merged.is_empty() {
+                self.batches.push(merged);
+            }
+        }
+    }
+
+    /// The merge of `a` and `b` (older first), its times advanced to `since`, consolidated.
+    fn merge(
+        &mut self,
+        a: &Batch,
+        b: &Batch,
+        tt: &TimeType,
+        since: &Antichain,
+        generation: u64,
+    ) -> Batch {
+        let mut out = self.batch_with_capacity(a.key_count() + b.key_count(), a.len() + b.len());
+        out.generation = generation;
+        let (mut i, mut j) = (0, 0);
+        while i < a.key_count() || j < b.key_count() {
+            let take_a = j == b.key_count() || (i < a.key_count() && a.key(i) <= b.key(j));
+            let take_b = i == a.key_count() || (j < b.key_count() && b.key(j) <= a.key(i));
+            let stale =
+                (take_a && a.generation < generation) || (take_b && b.generation < generation);
+            if !stale && take_a != take_b {
+                // a key in one batch, its times current: copied as it is
+                if take_a {
+                    out.push_key_of(a, i);
+                } else {
+                    out.push_key_of(b, j);
+                }
+            } else {
+                self.scratch.clear();
+                if take_a {
+                    self.scratch.extend_range(&a.updates, a.range(i));
+                }
+                if take_b {
+                    self.scratch.extend_range(&b.updates, b.range(j));
+                }
+                if stale {
+                    self.scratch.advance_with(tt, since, &mut self.buf);
+                }
+                let key = if take_a { a.key(i) } else { b.key(j) };
+                out.push_key(key, &self.scratch, self.additive, &mut self.order);
+            }
+            i += usize::from(take_a);
+            j += usize::from(take_b);
+        }
+        out
+    }
+
+    /// Spends `fuel` (and what was saved) rewriting batches whose times are behind the
+    /// `since` of `generation`, newest first: each is advanced and consolidated once the fuel
+    /// saved covers its size. Fuel is saved only while such a batch waits.
+    pub fn compact(&mut self, tt: &TimeType, since: &Antichain, generation: u64, fuel: usize) {
+        self.fuel = self.fuel.saturating_add(fuel);
+        let mut at = self.batches.len();
+        while at > 0 {
+            at -= 1;
+            if self.batches[at].generation >= generation {
+                continue;
+            }
+            let size = self.batches[at].len();
+            if self.fuel < size {
+                return;
+            }
+            self.fuel -= size;
+            let nothing = self.batch();
+            let old = std::mem::replace(&mut self.batches[at], nothing.clone());
+            let rewritten = self.merge(&old, &nothing, tt, since, generation);
+            if rewritten.is_empty() {
+                self.batches.remove(at);
+            } else {
+                self.batches[at] = rewritten;
+            }
+        }
+        // nothing waits: no fuel is saved for later
+        self.fuel = 0;
+    }
+
+    /// Every update: `(key, values, time, diff)` through `f`, batch by batch.
+    pub fn for_each(&self, mut f: impl FnMut(&Key, &History, usize)) {
+        for batch in &self.batches {
+            for k in 0..batch.key_count() {
+                for u in batch.range(k) {
+                    f(batch.key(k), &batch.updates, u);
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::lattice::Coordinate::Product;
+    use proptest::prelude::*;
+    use std::collections::BTreeMap;
+
+    /// `(key, value, time, diff)`
+    type Drawn = (i64, i64, [i64; 2], i64);
+
+    type Acc = BTreeMap<(Vec<Option<i64>>, Vec<Option<i64>>, Vec<i64>), i64>;
+
+    /// The accumulation of a spine's updates at every time of a small grid, by (key, values).
+    fn accumulations(tt: &TimeType, spine: &Spine, grid: &[Vec<i64>]) -> Acc {
+        let mut acc = Acc::new();
+        spine.for_each(|key, h, u| {
+            for t in grid {
+                if tt.less_equal(h.time(u), t) {
+                    *acc.entry((key.to_vec(), h.row(u), t.clone())).or_insert(0) += h.diff(u);
+                }
+            }
+        });
+        acc.retain(|_, m| *m != 0);
+        acc
+    }
+
+    fn batch_of(spine: &Spine, updates: &[Drawn]) -> Batch {
+        let mut sorted = updates.to_vec();
+        sorted.sort_by_key(|u| u.0);
+        let mut batch = spine.batch();
+        let mut h = History::new(1, 2);
+        let mut order = Vec::new();
+        for run in sorted.chunk_by(|a, b| a.0 == b.0) {
+            h.clear();
+            for (_, v, t, d) in run {
+                h.push([Some(*v)], t, *d);
+            }
+            batch.push_key(&[Some(run[0].0)], &h, false, &mut order);
+        }
+        batch
+    }
+
+    fn batches() -> impl Strategy<Value = Vec<Vec<Drawn>>> {
+        proptest::collection::vec(
+            proptest::collection::vec(
+                (
+                    0i64..6,
+                    0i64..3,
+                    [0i64..3, 0i64..3],
+                    prop_oneof![Just(1i64), Just(-1)],
+                ),
+                0..12,
+            ),
+            1..10,
+        )
+    }
+
+    fn grid() -> Vec<Vec<i64>> {
+        (0..4)
+            .flat_map(|a| (0..4).map(move |b| vec![a, b]))
+            .collect()
+    }
+
+    proptest! {
+        /// Merging batches as a spine does keeps every accumulation (`merge ==
+        /// consolidate(concat)`), and the spine's invariants hold: batches of sorted distinct
+        /// keys with consolidated updates, sizes decreasing geometrically.
+        #[test]
+        fn a_spine_keeps_every_accumulation(batches in batches(), since in [0i64..3, 0i64..3]) {
+            let tt = TimeType::new(&[Product, Product]);
+            let mut spine = Spine::new(1, 1, 2, false);
+            let mut plain = Spine::new(1, 1, 2, false);
+            let frontier = Antichain::from_times(&tt, [[0i64, 0].as_slice()]);
+            for b in &batches {
+                spine.insert(batch_of(&spine, b), &tt, &frontier, 0);
+                // the reference: every batch kept apart, never merged
+                plain.batches.push(batch_of(&plain, b));
+            }
+            let g = grid();
+            prop_assert_eq!(accumulations(&tt, &spine, &g), accumulations(&tt, &plain, &g));
+            for pair in spine.batches().windows(2) {
+                prop_assert!(pair[0].len() > 2 * pair[1].len());
+            }
+            for batch in spine.batches() {
+                for k in 1..batch.key_count() {
+                    prop_assert!(batch.key(k - 1) < batch.key(k));
+                }
+                for k in 0..batch.key_count() {
+                    let r = batch.range(k);
+                    prop_assert!(!r.is_empty());
+                    let h = batch.updates();
+                    for u in r.start + 1..r.end {
+                        let order = h.cmp_values(u - 1, u).then_with(|| h.time(u - 1).cmp(h.time(u)));
+                        prop_assert!(order.is_lt());
+                    }
+                }
+            }
+            // compacted to a frontier: the same accumulations at every time in advance of it
+            let frontier = Antichain::from_times(&tt, [since.as_slice()]);
+            spine.compact(&tt, &frontier, 1, usize::MAX);
+            let later: Vec<Vec<i64>> =
+                g.into_iter().filter(|t| frontier.less_equal(&tt, t)).collect();
+            prop_assert_eq!(accumulations(&tt, &spine, &later), accumulations(&tt, &plain, &later));
+            for batch in spine.batches() {
+                let h = batch.updates();
+                for u in 0..h.len() {
+                    prop_assert!(frontier.less_equal(&tt, h.time(u)));
+                }
+            }
+        }
+
+        /// A cursor finds every key of every batch, read in increasing order, skipping keys.
+        #[test]
+        fn a_cursor_reads_keys_in_order(
+            batches in batches(),
+            wanted in proptest::collection::btree_set(0i64..8, 0..8)
+        ) {
+            let tt = TimeType::new(&[Product, Product]);
+            let mut spine = Spine::new(1, 1, 2, false);
+            let frontier = Antichain::from_times(&tt, [[0i64, 0].as_slice()]);
+            for b in &batches {
+                spine.insert(batch_of(&spine, b), &tt, &frontier, 0);
+            }
+            let mut cursor = spine.cursor();
+            for k in wanted {
+                let mut got = History::new(1, 2);
+                spine.read(&mut cursor, &[Some(k)], &mut got);
+                let mut expected = History::new(1, 2);
+                spine.for_each(|key, h, u| {
+                    if key == [Some(k)] {
+                        expected.push_from(h, u);
+                    }
+                });
+                prop_assert_eq!(got, expected);
+            }
+        }
+    }
+
+    #[test]
+    fn galloping_finds_the_first_key_at_least_asked() {
+        let spine = Spine::new(1, 1, 2, false);
+        let mut batch = spine.batch();
+        let mut h = History::new(1, 2);
+        h.push([Some(0)], &[0, 0], 1);
+        let mut order = Vec::new();
+        for k in (0..100).map(|k| k * 2) {
+            batch.push_key(&[Some(k)], &h, false, &mut order);
+        }
+        for from in [0, 3, 50, 99, 100] {
+            for k in -1..202 {
+                let expected = (from..100)
+                    .find(|&i| batch.key(i) >= &[Some(k)][..])
+                    .unwrap_or(100);
+                assert_eq!(
+                    batch.seek(from, &[Some(k)]),
+                    expected,
+                    "from {from}, key {k}"
+                );
+            }
+        }
+    }
+}
