@@ -12,6 +12,7 @@
 use crate::history::History;
 use crate::lattice::TimeType;
 use crate::reduce::Row;
+use crate::trace::Spine;
 
 /// What an output column of an aggregate computes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -61,6 +62,76 @@ pub struct Scratch {
     pairs: Vec<(i64, i64)>,
     /// indexes of the output's updates at or before the time
     outputs: Vec<usize>,
+    /// a position and an end per part, for a walk of the parts in value order
+    walk: Vec<(usize, usize)>,
+}
+
+/// A key's updates where they lie in a spine: `(batch, key position)` for each batch that
+/// holds the key ([`Spine::locate`]).
+#[derive(Clone, Copy, Debug)]
+pub struct Located<'a> {
+    pub spine: &'a Spine,
+    pub parts: &'a [(usize, usize)],
+}
+
+impl Located<'_> {
+    /// Calls `f(history, update)` for each update.
+    fn each(&self, mut f: impl FnMut(&History, usize)) {
+        let batches = self.spine.batches();
+        for &(b, k) in self.parts {
+            let batch = &batches[b];
+            for u in batch.range(k) {
+                f(batch.updates(), u);
+            }
+        }
+    }
+
+    /// The sum of the diffs at or before `t` (from the batches' per-key times).
+    pub fn count(&self, tt: &TimeType, t: &[i64]) -> i64 {
+        let batches = self.spine.batches();
+        let w = tt.width();
+        let mut count = 0i64;
+        for &(b, k) in self.parts {
+            let (times, diffs) = batches[b].key_times(k);
+            for (time, d) in times.chunks_exact(w).zip(diffs) {
+                if tt.less_equal(time, t) {
+                    count = count.wrapping_add(*d);
+                }
+            }
+        }
+        count
+    }
+
+    /// Whether every time is `<= t`.
+    pub fn all_before(&self, tt: &TimeType, t: &[i64]) -> bool {
+        let batches = self.spine.batches();
+        self.parts.iter().all(|&(b, k)| {
+            let (times, _) = batches[b].key_times(k);
+            times.chunks_exact(tt.width()).all(|x| tt.less_equal(x, t))
+        })
+    }
+
+    /// The distinct times, each advanced by `since`, sorted.
+    pub fn distinct_times(
+        &self,
+        tt: &TimeType,
+        since: &crate::lattice::Antichain,
+        buf: &mut Vec<i64>,
+    ) -> Vec<Vec<i64>> {
+        let batches = self.spine.batches();
+        let mut out: Vec<Vec<i64>> = Vec::new();
+        for &(b, k) in self.parts {
+            let (times, _) = batches[b].key_times(k);
+            for x in times.chunks_exact(tt.width()) {
+                let mut x = x.to_vec();
+                tt.advance_in_place(&mut x, since, buf);
+                out.push(x);
+            }
+        }
+        out.sort();
+        out.dedup();
+        out
+    }
 }
 
 /// `diff` times weight `w`, in 64-bit wrapping arithmetic.
@@ -72,18 +143,22 @@ pub fn times(w: i64, diff: i64) -> i64 {
 /// before `t` whose multiplicity, summed over the updates holding the value, is positive.
 fn extreme(
     tt: &TimeType,
-    input: &History,
+    input: Located<'_>,
     t: &[i64],
     column: usize,
     first: bool,
-    pairs: &mut Vec<(i64, i64)>,
+    scratch: &mut Scratch,
 ) -> Option<i64> {
+    if column == 0 {
+        return extreme_in_order(tt, input, t, first, &mut scratch.walk);
+    }
+    let pairs = &mut scratch.pairs;
     pairs.clear();
-    pairs.extend(
-        (0..input.len())
-            .filter(|&i| tt.less_equal(input.time(i), t))
-            .filter_map(|i| input.value(i, column).map(|v| (v, input.diff(i)))),
-    );
+    input.each(|h, u| {
+        if let Some(v) = h.value(u, column).filter(|_| tt.less_equal(h.time(u), t)) {
+            pairs.push((v, h.diff(u)));
+        }
+    });
     pairs.sort_unstable_by_key(|p| p.0);
     let runs = pairs.chunk_by(|a, b| a.0 == b.0);
     let positive = |run: &[(i64, i64)]| run.iter().fold(0i64, |m, p| m.wrapping_add(p.1)) > 0;
@@ -94,40 +169,109 @@ fn extreme(
     }
 }
 
+/// [`extreme`] of the first value column, by which a key's updates are sorted in each batch:
+/// the parts are walked together in value order (from the least, or from the greatest), and
+/// the walk stops at the first value of positive multiplicity, usually after a few updates.
+fn extreme_in_order(
+    tt: &TimeType,
+    input: Located<'_>,
+    t: &[i64],
+    first: bool,
+    walk: &mut Vec<(usize, usize)>,
+) -> Option<i64> {
+    let batches = input.spine.batches();
+    // per part, the updates still to walk: `start..end`, taken from the front (least
+    // first) or from the back
+    walk.clear();
+    walk.extend(input.parts.iter().map(|&(b, k)| {
+        let r = batches[b].range(k);
+        (r.start, r.end)
+    }));
+    let value = |p: usize, at: usize| batches[input.parts[p].0].updates().value(at, 0);
+    loop {
+        // the next value: the least (greatest) at the walked end of any part, nulls skipped
+        let mut next: Option<i64> = None;
+        for (p, (start, end)) in walk.iter_mut().enumerate() {
+            if first {
+                while *start < *end && value(p, *start).is_none() {
+                    *start += 1;
+                }
+            }
+            if start < end {
+                let v = value(p, if first { *start } else { *end - 1 });
+                if let Some(v) = v {
+                    let better = next.map_or(true, |n| if first { v < n } else { v > n });
+                    if better {
+                        next = Some(v);
+                    }
+                }
+            }
+        }
+        let v = next?;
+        // its multiplicity at `t`, over every part; the walk moves past it
+        let mut m = 0i64;
+        for (p, (start, end)) in walk.iter_mut().enumerate() {
+            let h = batches[input.parts[p].0].updates();
+            loop {
+                let at = if first { *start } else { end.wrapping_sub(1) };
+                if start >= end || h.value(at, 0) != Some(v) {
+                    break;
+                }
+                if tt.less_equal(h.time(at), t) {
+                    m = m.wrapping_add(h.diff(at));
+                }
+                if first {
+                    *start += 1;
+                } else {
+                    *end -= 1;
+                }
+            }
+        }
+        if m > 0 {
+            return Some(v);
+        }
+    }
+}
+
 /// The one output row `f` gives a key's group at `t` (its multiplicity is 1), written to
 /// `row`; `false` where the group yields none (a count not positive).
 pub fn desired_row(
     logic: &Logic,
     tt: &TimeType,
-    input: &History,
+    input: Located<'_>,
     t: &[i64],
     scratch: &mut Scratch,
     row: &mut Row,
 ) -> bool {
     row.clear();
-    let at = || (0..input.len()).filter(|&i| tt.less_equal(input.time(i), t));
-    let count = at().fold(0i64, |c, i| c.wrapping_add(input.diff(i)));
+    let count = input.count(tt, t);
     if count <= 0 {
         return false;
     }
+    let sum = |c: usize, weighted: bool| {
+        let mut s = 0i64;
+        input.each(|h, u| {
+            if tt.less_equal(h.time(u), t) {
+                let x = h.value(u, c).unwrap_or(0);
+                s = s.wrapping_add(if weighted { x } else { times(x, h.diff(u)) });
+            }
+        });
+        s
+    };
     match logic {
         Logic::Distinct => {}
         Logic::Weights(aggs) => row.extend(aggs.iter().map(|a| match a {
             Aggregate::Count => Some(count),
-            Aggregate::Sum(c) => {
-                Some(at().fold(0i64, |s, i| s.wrapping_add(input.value(i, *c).unwrap_or(0))))
-            }
+            Aggregate::Sum(c) => Some(sum(*c, true)),
             Aggregate::Min(_) | Aggregate::Max(_) => None,
         })),
         Logic::Values(aggs) => {
             for a in aggs {
                 let v = match a {
                     Aggregate::Count => Some(count),
-                    Aggregate::Sum(c) => Some(at().fold(0i64, |s, i| {
-                        s.wrapping_add(input.value(i, *c).map_or(0, |x| times(x, input.diff(i))))
-                    })),
-                    Aggregate::Min(c) => extreme(tt, input, t, *c, true, &mut scratch.pairs),
-                    Aggregate::Max(c) => extreme(tt, input, t, *c, false, &mut scratch.pairs),
+                    Aggregate::Sum(c) => Some(sum(*c, false)),
+                    Aggregate::Min(c) => extreme(tt, input, t, *c, true, scratch),
+                    Aggregate::Max(c) => extreme(tt, input, t, *c, false, scratch),
                 };
                 row.push(v);
             }

@@ -120,14 +120,6 @@ impl History {
             .unwrap_or(Ordering::Equal)
     }
 
-    /// The updates' distinct times, sorted.
-    pub fn distinct_times(&self) -> Vec<Vec<i64>> {
-        let mut times: Vec<Vec<i64>> = (0..self.len()).map(|i| self.time(i).to_vec()).collect();
-        times.sort();
-        times.dedup();
-        times
-    }
-
     /// Advances every time by `since`.
     pub fn advance(&mut self, tt: &TimeType, since: &Antichain) {
         self.advance_with(tt, since, &mut Vec::new());
@@ -169,35 +161,62 @@ impl History {
         out: &mut History,
         order: &mut Vec<usize>,
     ) -> usize {
+        self.consolidate_runs_into(self.len(), additive, out, order)
+    }
+
+    /// The order of updates `i` and `j`: by values, then time (by time where `additive`).
+    fn cmp_updates(&self, i: usize, j: usize, additive: bool) -> Ordering {
+        let by_time = || self.time(i).cmp(self.time(j));
+        if additive {
+            by_time()
+        } else {
+            self.cmp_values(i, j).then_with(by_time)
+        }
+    }
+
+    /// [`History::consolidate_into`] of updates that may be two sorted runs, `..split` and
+    /// `split..` (a key's updates from two batches): merged in one pass where they are,
+    /// sorted where they are not.
+    pub fn consolidate_runs_into(
+        &self,
+        split: usize,
+        additive: bool,
+        out: &mut History,
+        order: &mut Vec<usize>,
+    ) -> usize {
         debug_assert_eq!((out.arity, out.width), (self.arity, self.width));
         let before = out.len();
-        if self.len() == 1 {
+        let n = self.len();
+        if n == 1 {
             // (one update: consolidated unless zero)
             if !self.is_zero(0, additive) {
                 out.push_from(self, 0);
             }
             return out.len() - before;
         }
-        order.clear();
-        order.extend(0..self.len());
-        let in_order = |i: usize| {
-            let by_time = self.time(i - 1).cmp(self.time(i));
-            let o = if additive {
-                by_time
-            } else {
-                self.cmp_values(i - 1, i).then(by_time)
-            };
-            o.is_le()
+        let split = split.min(n);
+        let sorted = |r: std::ops::Range<usize>| {
+            (r.start + 1..r.end).all(|i| self.cmp_updates(i - 1, i, additive).is_le())
         };
-        if (1..self.len()).all(in_order) {
-            // (already sorted, as a key's updates read from one batch and advanced often are)
-        } else if additive {
-            order.sort_unstable_by(|&i, &j| self.time(i).cmp(self.time(j)));
+        order.clear();
+        if sorted(0..split) && sorted(split..n) {
+            // (already in order, as a key's updates of one batch, advanced, often are; or two
+            // sorted runs, merged)
+            let (mut i, mut j) = (0, split);
+            while i < split && j < n {
+                if self.cmp_updates(i, j, additive).is_le() {
+                    order.push(i);
+                    i += 1;
+                } else {
+                    order.push(j);
+                    j += 1;
+                }
+            }
+            order.extend(i..split);
+            order.extend(j..n);
         } else {
-            order.sort_unstable_by(|&i, &j| {
-                self.cmp_values(i, j)
-                    .then_with(|| self.time(i).cmp(self.time(j)))
-            });
+            order.extend(0..n);
+            order.sort_unstable_by(|&i, &j| self.cmp_updates(i, j, additive));
         }
         let a = self.arity;
         let mut start = 0;
@@ -247,19 +266,6 @@ impl History {
         self.nulls.clear();
         self.times.clear();
         self.diffs.clear();
-    }
-
-    /// The time of every update, where they all have one.
-    pub fn one_time(&self) -> Option<&[i64]> {
-        let first = self.times.get(..self.width)?;
-        (1..self.len())
-            .all(|i| self.time(i) == first)
-            .then_some(first)
-    }
-
-    /// Whether every update's time is `<= t`.
-    pub fn all_before(&self, tt: &TimeType, t: &[i64]) -> bool {
-        (0..self.len()).all(|i| tt.less_equal(self.time(i), t))
     }
 
     /// Appends updates `range` of `other` (of the same shape).
@@ -350,6 +356,35 @@ mod tests {
                 acc.into_iter().filter(|((t, _), _)| t[0] >= 1 && t[1] >= 1).collect()
             };
             prop_assert_eq!(keep(accumulations(&tt, &h)), keep(accumulations(&tt, &advanced)));
+        }
+
+        #[test]
+        fn two_sorted_runs_consolidate_as_their_concatenation(
+            first in histories(),
+            second in histories(),
+            additive in any::<bool>(),
+        ) {
+            let build = |updates: &[(Option<i64>, [i64; 2], i64)]| {
+                let mut h = History::new(1, 2);
+                for (v, t, d) in updates {
+                    h.push([v.map(|x| if additive { x * d } else { x })], t, *d);
+                }
+                h
+            };
+            let (mut a, mut b) = (build(&first), build(&second));
+            a.consolidate(additive);
+            b.consolidate(additive);
+            let mut both = a.clone();
+            both.extend(&b);
+            let mut order = Vec::new();
+            let mut merged = History::new(1, 2);
+            both.consolidate_runs_into(a.len(), additive, &mut merged, &mut order);
+            let mut sorted = History::new(1, 2);
+            both.consolidate_runs_into(both.len(), additive, &mut sorted, &mut order);
+            let mut plain = both.clone();
+            plain.consolidate(additive);
+            prop_assert_eq!(&merged, &plain);
+            prop_assert_eq!(&sorted, &plain);
         }
 
         #[test]

@@ -32,7 +32,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Range;
 
-use crate::group::{corrections, desired_row, Scratch};
+use crate::group::{corrections, desired_row, Located, Scratch};
 pub use crate::group::{Aggregate, Logic};
 use crate::history::History;
 use crate::lattice::{Antichain, TimeType};
@@ -176,8 +176,8 @@ struct Work {
     key: Row,
     row: Row,
     order: Vec<usize>,
-    /// a key's input updates, its output updates, its corrections at a time
-    old: History,
+    /// where a key's input updates are, its output updates, its corrections at a time
+    parts: Vec<(usize, usize)>,
     out: History,
     found: History,
     buf: Vec<i64>,
@@ -243,7 +243,7 @@ impl Reducer {
                 key: Vec::new(),
                 row: Vec::new(),
                 order: Vec::new(),
-                old: History::new(arity, w),
+                parts: Vec::new(),
                 out: History::new(outputs, w),
                 found: History::new(outputs, w),
                 buf: Vec::new(),
@@ -256,6 +256,14 @@ impl Reducer {
             generation: 0,
             evaluated: 0,
         }
+    }
+
+    /// The reducer with merges of more than `updates` done by steps
+    /// ([`Spine::with_eager_merge`]).
+    pub fn with_eager_merge(mut self, updates: usize) -> Self {
+        self.input = self.input.with_eager_merge(updates);
+        self.output = self.output.with_eager_merge(updates);
+        self
     }
 
     /// The time type.
@@ -271,11 +279,6 @@ impl Reducer {
     /// How many updates the input and output arrangements hold.
     pub fn sizes(&self) -> (usize, usize) {
         (self.input.len(), self.output.len())
-    }
-
-    /// How many batches the input and output arrangements hold.
-    pub fn batches(&self) -> (usize, usize) {
-        (self.input.batches().len(), self.output.batches().len())
     }
 
     /// The minimal pending times, in the flat lexicographic order.
@@ -321,13 +324,20 @@ impl Reducer {
         let n = diffs.len();
         let (order, mut starts): (Vec<usize>, Vec<usize>) = if let [single] = keys {
             // (one key column, the common case: the keys sorted beside their positions, in
-            // place, rather than positions sorted by looking their keys up)
-            let mut pairs: Vec<(Option<i64>, usize)> = single.iter().copied().zip(0..).collect();
-            pairs.sort_unstable();
-            let starts = (0..n)
-                .filter(|&i| i == 0 || pairs[i - 1].0 != pairs[i].0)
+            // place, rather than positions sorted by looking their keys up; and by the first
+            // value too, so that a key's updates, most often at one time, come consolidated
+            // in order without a sort of their own)
+            let first = values.first();
+            let mut rows: Vec<(Option<i64>, Option<i64>, usize)> = single
+                .iter()
+                .enumerate()
+                .map(|(r, k)| (*k, first.and_then(|c| c[r]), r))
                 .collect();
-            (pairs.into_iter().map(|(_, r)| r).collect(), starts)
+            rows.sort_unstable();
+            let starts = (0..n)
+                .filter(|&i| i == 0 || rows[i - 1].0 != rows[i].0)
+                .collect();
+            (rows.into_iter().map(|(_, _, r)| r).collect(), starts)
         } else {
             let mut order: Vec<usize> = (0..n).collect();
             order.sort_unstable_by(|&a, &b| cmp_rows(keys, a, b));
@@ -337,15 +347,6 @@ impl Reducer {
             (order, starts)
         };
         starts.push(n);
-        // the columns gathered in that order, one at a time (a random read and a sequential
-        // write per value, not every column's random reads interleaved)
-        let gather = |c: &Vec<Option<i64>>| order.iter().map(|&r| c[r]).collect::<Vec<_>>();
-        let values: Vec<Vec<Option<i64>>> = values.iter().map(gather).collect();
-        let times: Vec<Vec<i64>> = times
-            .iter()
-            .map(|c| order.iter().map(|&r| c[r]).collect())
-            .collect();
-        let diffs: Vec<i64> = order.iter().map(|&r| diffs[r]).collect();
         let pending_before = self.pending.len();
         let tt = &self.tt;
         let spine = if output { &self.output } else { &self.input };
@@ -358,8 +359,8 @@ impl Reducer {
         let mut new = History::new(values.len(), tt.width());
         for run in starts.windows(2) {
             new.clear();
-            for r in run[0]..run[1] {
-                for (t, c) in time.iter_mut().zip(&times) {
+            for &r in &order[run[0]..run[1]] {
+                for (t, c) in time.iter_mut().zip(times) {
                     *t = c[r];
                 }
                 new.push(values.iter().map(|c| c[r]), &time, diffs[r]);
@@ -372,21 +373,25 @@ impl Reducer {
             if n == 0 || !schedule {
                 continue;
             }
-            work.old.clear();
-            spine.read(&mut cursor, &work.key, &mut work.old);
+            work.parts.clear();
+            spine.locate(&mut cursor, &work.key, &mut work.parts);
+            let had = Located {
+                spine,
+                parts: &work.parts,
+            };
             let h = batch.updates();
             let first = h.time(start);
             // (the common case, a step's updates of a key all at one time after every time
             // the key had: that time alone is interesting)
-            if (start..start + n).all(|u| h.time(u) == first) && work.old.all_before(tt, first) {
+            if (start..start + n).all(|u| h.time(u) == first) && had.all_before(tt, first) {
                 self.pending.push(&work.key, first);
                 continue;
             }
             let mut fresh: Vec<Time> = (start..start + n).map(|u| h.time(u).to_vec()).collect();
             fresh.sort();
             fresh.dedup();
-            work.old.advance_with(tt, &self.since, &mut work.buf);
-            for t in interesting_times(tt, &fresh, &work.old.distinct_times()) {
+            let old = had.distinct_times(tt, &self.since, &mut work.buf);
+            for t in interesting_times(tt, &fresh, &old) {
                 self.pending.push(&work.key, &t);
             }
         }
@@ -422,21 +427,18 @@ impl Reducer {
         let (mut ci, mut co) = (self.input.cursor(), self.output.cursor());
         for group in pairs.chunk_by(|&a, &b| key(a) == key(b)) {
             let k = key(group[0]);
-            work.old.clear();
-            self.input.read(&mut ci, k, &mut work.old);
+            work.parts.clear();
+            self.input.locate(&mut ci, k, &mut work.parts);
+            let input = Located {
+                spine: &self.input,
+                parts: &work.parts,
+            };
             work.out.clear();
             self.output.read(&mut co, k, &mut work.out);
             for &p in group {
                 let t = time(p);
                 self.evaluated += 1;
-                let some = desired_row(
-                    &self.logic,
-                    tt,
-                    &work.old,
-                    t,
-                    &mut work.group,
-                    &mut work.row,
-                );
+                let some = desired_row(&self.logic, tt, input, t, &mut work.group, &mut work.row);
                 work.found.clear();
                 let desired = some.then_some(work.row.as_slice());
                 corrections(tt, &work.out, t, desired, &mut work.group, &mut work.found);
@@ -705,6 +707,8 @@ mod tests {
                 Aggregate::Max(1)
             ])),
             Just(Logic::Weights(vec![Aggregate::Count, Aggregate::Sum(0)])),
+            // (the first value column's extremes walk the batches in value order)
+            Just(Logic::Values(vec![Aggregate::Max(0), Aggregate::Min(1)])),
         ]
     }
 
@@ -734,7 +738,8 @@ mod tests {
         #[test]
         fn every_complete_time_agrees_with_recomputation(
             logic in logics(),
-            (lex, epochs) in streams()
+            (lex, epochs) in streams(),
+            eager in prop_oneof![Just(crate::trace::EAGER_MERGE), 0usize..6],
         ) {
             let tt = if lex {
                 TimeType::new(&[Product, Lexicographic])
@@ -747,7 +752,7 @@ mod tests {
                 Logic::Weights(_) => 1,
                 Logic::Values(_) => 2,
             };
-            let mut r = Reducer::new(tt.clone(), logic.clone(), 1, arity);
+            let mut r = Reducer::new(tt.clone(), logic.clone(), 1, arity).with_eager_merge(eager);
             let mut fed: Vec<(Row, Row, Time, i64)> = Vec::new();
             for (epoch, updates) in epochs.iter().enumerate() {
                 let epoch = epoch as i64;

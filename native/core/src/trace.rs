@@ -38,6 +38,12 @@ pub struct Batch {
     /// key `k`'s updates are `offsets[k]..offsets[k + 1]`
     offsets: Vec<usize>,
     updates: History,
+    /// per key, its distinct times in order with their summed diffs (the third level of the
+    /// trie, read where a key's times or its count are asked): key `k`'s are
+    /// `times_at[k]..times_at[k + 1]`, `width` integers each in `times`
+    times_at: Vec<usize>,
+    times: Vec<i64>,
+    time_diffs: Vec<i64>,
     /// the generation of `since` its times were last advanced to
     generation: u64,
 }
@@ -65,6 +71,13 @@ impl Batch {
             keys: Vec::with_capacity(keys * key_width),
             offsets,
             updates: History::with_capacity(arity, width, updates),
+            times_at: {
+                let mut v = Vec::with_capacity(keys + 1);
+                v.push(0);
+                v
+            },
+            times: Vec::new(),
+            time_diffs: Vec::new(),
             generation: 0,
         }
     }
@@ -99,6 +112,31 @@ impl Batch {
         &self.updates
     }
 
+    /// Key `k`'s distinct times (flat, `width` integers each, in order) and their summed
+    /// diffs.
+    pub fn key_times(&self, k: usize) -> (&[i64], &[i64]) {
+        let (a, b) = (self.times_at[k], self.times_at[k + 1]);
+        let w = self.updates.width();
+        (&self.times[a * w..b * w], &self.time_diffs[a..b])
+    }
+
+    /// Records the distinct times of the last key's updates, `from..` of `updates`, with their
+    /// summed diffs (`order` is scratch).
+    fn summarize_last(&mut self, from: usize, order: &mut Vec<usize>) {
+        let h = &self.updates;
+        order.clear();
+        order.extend(from..h.len());
+        if !order.windows(2).all(|p| h.time(p[0]) <= h.time(p[1])) {
+            order.sort_unstable_by(|&a, &b| h.time(a).cmp(h.time(b)));
+        }
+        for run in order.chunk_by(|&a, &b| h.time(a) == h.time(b)) {
+            self.times.extend_from_slice(h.time(run[0]));
+            self.time_diffs
+                .push(run.iter().fold(0i64, |d, &u| d.wrapping_add(h.diff(u))));
+        }
+        self.times_at.push(self.time_diffs.len());
+    }
+
     /// Appends the consolidation of `updates` as the updates of `key`, which must be greater
     /// than every key held (nothing is added if they consolidate to none). `order` is scratch.
     /// Returns how many updates were added.
@@ -109,12 +147,26 @@ impl Batch {
         additive: bool,
         order: &mut Vec<usize>,
     ) -> usize {
+        self.push_key_runs(key, updates, updates.len(), additive, order)
+    }
+
+    /// [`Batch::push_key`] of updates that may be two sorted runs, `..split` and `split..`.
+    fn push_key_runs(
+        &mut self,
+        key: &Key,
+        updates: &History,
+        split: usize,
+        additive: bool,
+        order: &mut Vec<usize>,
+    ) -> usize {
         debug_assert_eq!(key.len(), self.key_width);
         debug_assert!(self.key_count() == 0 || self.key(self.key_count() - 1) < key);
-        let added = updates.consolidate_into(additive, &mut self.updates, order);
+        let from = self.updates.len();
+        let added = updates.consolidate_runs_into(split, additive, &mut self.updates, order);
         if added > 0 {
             self.keys.extend_from_slice(key);
             self.offsets.push(self.updates.len());
+            self.summarize_last(from, order);
         }
         added
     }
@@ -124,6 +176,10 @@ impl Batch {
         self.keys.extend_from_slice(other.key(k));
         self.updates.extend_range(&other.updates, other.range(k));
         self.offsets.push(self.updates.len());
+        let (times, diffs) = other.key_times(k);
+        self.times.extend_from_slice(times);
+        self.time_diffs.extend_from_slice(diffs);
+        self.times_at.push(self.time_diffs.len());
     }
 
     /// The first position at or after `from` whose key is at least `key` (galloping).
@@ -155,6 +211,43 @@ impl Batch {
     }
 }
 
+/// Merges of at most this many updates are done at once (about a millisecond).
+pub const EAGER_MERGE: usize = 1 << 16;
+
+/// The units of merge work (updates read) an insertion pays per update it adds: a merge of
+/// two batches of about `s` updates each is due when the batches inserted since it started add
+/// up to about `s / 2`, and it reads at most `3 s`.
+pub const MERGE_FUEL: usize = 8;
+
+/// A merge of batches `at` and `at + 1` of a spine in progress.
+#[derive(Clone, Debug)]
+struct Merging {
+    at: usize,
+    /// the next key of each batch
+    i: usize,
+    j: usize,
+    out: Batch,
+    /// the frontier times are advanced to, and its generation, when the merge started
+    since: Antichain,
+    generation: u64,
+}
+
+impl Merging {
+    fn new(spine: &Spine, at: usize, since: &Antichain, generation: u64) -> Self {
+        let (a, b) = (&spine.batches[at], &spine.batches[at + 1]);
+        let mut out = spine.batch_with_capacity(a.key_count() + b.key_count(), a.len() + b.len());
+        out.generation = generation;
+        Merging {
+            at,
+            i: 0,
+            j: 0,
+            out,
+            since: since.clone(),
+            generation,
+        }
+    }
+}
+
 /// A position per batch of a spine, for reading its keys in increasing order.
 #[derive(Clone, Debug, Default)]
 pub struct Cursor {
@@ -173,6 +266,9 @@ pub struct Spine {
     batches: Vec<Batch>,
     /// fuel saved towards rewriting a batch whose times are behind `since`
     fuel: usize,
+    /// a merge in progress, and the size above which merges proceed by steps
+    merging: Option<Merging>,
+    eager: usize,
     /// scratch: a key's updates before consolidation, and an order
     scratch: History,
     order: Vec<usize>,
@@ -189,10 +285,19 @@ impl Spine {
             additive,
             batches: Vec::new(),
             fuel: 0,
+            merging: None,
+            eager: EAGER_MERGE,
             scratch: History::new(arity, width),
             order: Vec::new(),
             buf: Vec::new(),
         }
+    }
+
+    /// The spine with merges of more than `updates` done by steps (rather than
+    /// [`EAGER_MERGE`]).
+    pub fn with_eager_merge(mut self, updates: usize) -> Self {
+        self.eager = updates;
+        self
     }
 
     /// An empty batch of this spine's shape.
@@ -240,52 +345,131 @@ impl Spine {
         }
     }
 
-    /// Adds a batch, whose times are in advance of the `since` of `generation` (new updates
-    /// are), and merges while the batch before the last is at most twice the last.
-    pub fn insert(&mut self, mut batch: Batch, tt: &TimeType, since: &Antichain, generation: u64) {
-        if batch.is_empty() {
-            return;
-        }
-        batch.generation = generation;
-        self.batches.push(batch);
-        while let [.., a, b] = self.batches.as_slice() {
-            if a.len() > 2 * b.len() {
-                break;
-            }
-            let (Some(b), Some(a)) = (self.batches.pop(), self.batches.pop()) else {
-                break;
-            };
-            let merged = self.merge(&a, &b, tt, since, generation);
-            if !merged.is_empty() {
-                self.batches.push(merged);
+    /// Where `key` is: `(batch, key position)` for every batch holding it, appended to
+    /// `into`, moving `cursor` past them (as [`Spine::read`], without copying).
+    pub fn locate(&self, cursor: &mut Cursor, key: &Key, into: &mut Vec<(usize, usize)>) {
+        debug_assert_eq!(cursor.positions.len(), self.batches.len());
+        for (b, (batch, at)) in self
+            .batches
+            .iter()
+            .zip(cursor.positions.iter_mut())
+            .enumerate()
+        {
+            *at = batch.seek(*at, key);
+            if *at < batch.key_count() && batch.key(*at) == key {
+                into.push((b, *at));
+                *at += 1;
             }
         }
     }
 
-    /// The merge of `a` and `b` (older first), its times advanced to `since`, consolidated.
-    fn merge(
-        &mut self,
-        a: &Batch,
-        b: &Batch,
-        tt: &TimeType,
-        since: &Antichain,
-        generation: u64,
-    ) -> Batch {
-        let mut out = self.batch_with_capacity(a.key_count() + b.key_count(), a.len() + b.len());
-        out.generation = generation;
-        let (mut i, mut j) = (0, 0);
+    /// Adds a batch, whose times are in advance of the `since` of `generation` (new updates
+    /// are), and merges while the batch before the last is at most twice the last. A merge of
+    /// more than [`EAGER_MERGE`] updates is not done at once: it proceeds by steps, each
+    /// insertion paying [`MERGE_FUEL`] units of work per update it adds, and its two batches
+    /// are read until it completes, so that no single step pays for merging the largest
+    /// batches. A merge in progress is completed first where a new one would involve either
+    /// of its batches.
+    pub fn insert(&mut self, mut batch: Batch, tt: &TimeType, since: &Antichain, generation: u64) {
+        if batch.is_empty() {
+            return;
+        }
+        let size = batch.len();
+        batch.generation = generation;
+        self.batches.push(batch);
+        self.tidy(tt, since, generation);
+        if let Some(mut m) = self.merging.take() {
+            if self.run_merge(&mut m, MERGE_FUEL.saturating_mul(size), tt) {
+                self.complete(m);
+                self.tidy(tt, since, generation);
+            } else {
+                self.merging = Some(m);
+            }
+        }
+    }
+
+    /// Merges (or starts merging) adjacent batches until none is at most twice the next one,
+    /// the merge in progress aside.
+    fn tidy(&mut self, tt: &TimeType, since: &Antichain, generation: u64) {
+        loop {
+            let merging = self.merging.as_ref().map(|m| m.at);
+            let out_of_order = |at: &usize| {
+                Some(*at) != merging && self.batches[*at].len() <= 2 * self.batches[*at + 1].len()
+            };
+            let Some(at) = (0..self.batches.len().saturating_sub(1))
+                .rev()
+                .find(out_of_order)
+            else {
+                break;
+            };
+            if let Some(m) = merging {
+                if at + 1 >= m && at <= m + 1 {
+                    // (a pair that shares a batch with the merge in progress)
+                    self.finish_merge(tt);
+                    continue;
+                }
+            }
+            let mut m = Merging::new(self, at, since, generation);
+            if self.merging.is_none() && self.pair_len(at) > self.eager {
+                self.merging = Some(m);
+                continue;
+            }
+            self.run_merge(&mut m, usize::MAX, tt);
+            self.complete(m);
+        }
+    }
+
+    /// The updates of batches `at` and `at + 1`.
+    fn pair_len(&self, at: usize) -> usize {
+        self.batches[at].len() + self.batches[at + 1].len()
+    }
+
+    /// Completes the merge in progress.
+    fn finish_merge(&mut self, tt: &TimeType) {
+        if let Some(mut m) = self.merging.take() {
+            self.run_merge(&mut m, usize::MAX, tt);
+            self.complete(m);
+        }
+    }
+
+    /// Puts a finished merge's batch in the place of its two (the merge in progress, if it
+    /// is another, keeps its batches).
+    fn complete(&mut self, m: Merging) {
+        let removed = if m.out.is_empty() {
+            self.batches.drain(m.at..m.at + 2);
+            2
+        } else {
+            self.batches.splice(m.at..m.at + 2, [m.out]);
+            1
+        };
+        if let Some(other) = self.merging.as_mut() {
+            if other.at > m.at {
+                other.at -= removed;
+            }
+        }
+    }
+
+    /// Merges keys of batches `m.at` and `m.at + 1` into `m.out` (older first) until `fuel`
+    /// updates were read or they are done (`true`): their times advanced to the merge's
+    /// `since`, consolidated.
+    fn run_merge(&mut self, m: &mut Merging, fuel: usize, tt: &TimeType) -> bool {
+        let (a, b) = (&self.batches[m.at], &self.batches[m.at + 1]);
+        let out = &mut m.out;
+        let mut spent = 0usize;
+        let (mut i, mut j) = (m.i, m.j);
         while i < a.key_count() || j < b.key_count() {
+            if spent >= fuel {
+                break;
+            }
             let take_a = j == b.key_count() || (i < a.key_count() && a.key(i) <= b.key(j));
             let take_b = i == a.key_count() || (j < b.key_count() && b.key(j) <= a.key(i));
             let stale =
-                (take_a && a.generation < generation) || (take_b && b.generation < generation);
+                (take_a && a.generation < m.generation) || (take_b && b.generation < m.generation);
             if !stale && take_a != take_b {
                 // a key in one batch, its times current: copied as it is
-                if take_a {
-                    out.push_key_of(a, i);
-                } else {
-                    out.push_key_of(b, j);
-                }
+                let (from, k) = if take_a { (a, i) } else { (b, j) };
+                spent += from.range(k).len();
+                out.push_key_of(from, k);
             } else {
                 self.scratch.clear();
                 if take_a {
@@ -294,27 +478,35 @@ impl Spine {
                 if take_b {
                     self.scratch.extend_range(&b.updates, b.range(j));
                 }
+                spent += self.scratch.len();
                 if stale {
-                    self.scratch.advance_with(tt, since, &mut self.buf);
+                    self.scratch.advance_with(tt, &m.since, &mut self.buf);
                 }
                 let key = if take_a { a.key(i) } else { b.key(j) };
-                out.push_key(key, &self.scratch, self.additive, &mut self.order);
+                // (two sorted runs where the key is in both batches)
+                let split = if take_a { a.range(i).len() } else { 0 };
+                out.push_key_runs(key, &self.scratch, split, self.additive, &mut self.order);
             }
             i += usize::from(take_a);
             j += usize::from(take_b);
         }
-        out
+        (m.i, m.j) = (i, j);
+        i == a.key_count() && j == b.key_count()
     }
 
     /// Spends `fuel` (and what was saved) rewriting batches whose times are behind the
     /// `since` of `generation`, newest first: each is advanced and consolidated once the fuel
-    /// saved covers its size. Fuel is saved only while such a batch waits.
+    /// saved covers its size. Fuel is saved only while such a batch waits. The batches of a
+    /// merge in progress are left to it.
     pub fn compact(&mut self, tt: &TimeType, since: &Antichain, generation: u64, fuel: usize) {
         self.fuel = self.fuel.saturating_add(fuel);
         let mut at = self.batches.len();
         while at > 0 {
             at -= 1;
-            if self.batches[at].generation >= generation {
+            let merging = self.merging.as_ref().map(|m| m.at);
+            if self.batches[at].generation >= generation
+                || merging.is_some_and(|m| at == m || at == m + 1)
+            {
                 continue;
             }
             let size = self.batches[at].len();
@@ -322,14 +514,16 @@ impl Spine {
                 return;
             }
             self.fuel -= size;
-            let nothing = self.batch();
-            let old = std::mem::replace(&mut self.batches[at], nothing.clone());
-            let rewritten = self.merge(&old, &nothing, tt, since, generation);
-            if rewritten.is_empty() {
-                self.batches.remove(at);
-            } else {
-                self.batches[at] = rewritten;
+            // (rewritten as the merge of the batch with an empty one just after it)
+            self.batches.insert(at + 1, self.batch());
+            if let Some(other) = self.merging.as_mut() {
+                if other.at > at {
+                    other.at += 1;
+                }
             }
+            let mut m = Merging::new(self, at, since, generation);
+            self.run_merge(&mut m, usize::MAX, tt);
+            self.complete(m);
         }
         // nothing waits: no fuel is saved for later
         self.fuel = 0;
@@ -415,9 +609,13 @@ mod tests {
         /// consolidate(concat)`), and the spine's invariants hold: batches of sorted distinct
         /// keys with consolidated updates, sizes decreasing geometrically.
         #[test]
-        fn a_spine_keeps_every_accumulation(batches in batches(), since in [0i64..3, 0i64..3]) {
+        fn a_spine_keeps_every_accumulation(
+            batches in batches(),
+            since in [0i64..3, 0i64..3],
+            eager in prop_oneof![Just(EAGER_MERGE), 0usize..8],
+        ) {
             let tt = TimeType::new(&[Product, Product]);
-            let mut spine = Spine::new(1, 1, 2, false);
+            let mut spine = Spine::new(1, 1, 2, false).with_eager_merge(eager);
             let mut plain = Spine::new(1, 1, 2, false);
             let frontier = Antichain::from_times(&tt, [[0i64, 0].as_slice()]);
             for b in &batches {
@@ -427,8 +625,11 @@ mod tests {
             }
             let g = grid();
             prop_assert_eq!(accumulations(&tt, &spine, &g), accumulations(&tt, &plain, &g));
-            for pair in spine.batches().windows(2) {
-                prop_assert!(pair[0].len() > 2 * pair[1].len());
+            let merging = spine.merging.as_ref().map(|m| m.at);
+            for (at, pair) in spine.batches().windows(2).enumerate() {
+                if merging != Some(at) {
+                    prop_assert!(pair[0].len() > 2 * pair[1].len());
+                }
             }
             for batch in spine.batches() {
                 for k in 1..batch.key_count() {
@@ -438,6 +639,15 @@ mod tests {
                     let r = batch.range(k);
                     prop_assert!(!r.is_empty());
                     let h = batch.updates();
+                    // the key's times: its distinct times in order, with their summed diffs
+                    let mut sums: BTreeMap<Vec<i64>, i64> = BTreeMap::new();
+                    for u in r.clone() {
+                        *sums.entry(h.time(u).to_vec()).or_insert(0) += h.diff(u);
+                    }
+                    let (times, diffs) = batch.key_times(k);
+                    let got: Vec<(Vec<i64>, i64)> =
+                        times.chunks_exact(2).map(<[i64]>::to_vec).zip(diffs.iter().copied()).collect();
+                    prop_assert_eq!(got, sums.into_iter().collect::<Vec<_>>());
                     for u in r.start + 1..r.end {
                         let order = h.cmp_values(u - 1, u).then_with(|| h.time(u - 1).cmp(h.time(u)));
                         prop_assert!(order.is_lt());
@@ -450,7 +660,12 @@ mod tests {
             let later: Vec<Vec<i64>> =
                 g.into_iter().filter(|t| frontier.less_equal(&tt, t)).collect();
             prop_assert_eq!(accumulations(&tt, &spine, &later), accumulations(&tt, &plain, &later));
-            for batch in spine.batches() {
+            // (but for a merge's two batches, still read as they are while it proceeds)
+            let merging = spine.merging.as_ref().map(|m| m.at);
+            for (at, batch) in spine.batches().iter().enumerate() {
+                if merging.is_some_and(|m| at == m || at == m + 1) {
+                    continue;
+                }
                 let h = batch.updates();
                 for u in 0..h.len() {
                     prop_assert!(frontier.less_equal(&tt, h.time(u)));
@@ -462,10 +677,11 @@ mod tests {
         #[test]
         fn a_cursor_reads_keys_in_order(
             batches in batches(),
-            wanted in proptest::collection::btree_set(0i64..8, 0..8)
+            wanted in proptest::collection::btree_set(0i64..8, 0..8),
+            eager in prop_oneof![Just(EAGER_MERGE), 0usize..8],
         ) {
             let tt = TimeType::new(&[Product, Product]);
-            let mut spine = Spine::new(1, 1, 2, false);
+            let mut spine = Spine::new(1, 1, 2, false).with_eager_merge(eager);
             let frontier = Antichain::from_times(&tt, [[0i64, 0].as_slice()]);
             for b in &batches {
                 spine.insert(batch_of(&spine, b), &tt, &frontier, 0);
