@@ -9,7 +9,8 @@ restarts it until it finishes. Its change logs and snapshot must equal the refer
 nothing lost, nothing written twice. ``kills_while`` counts where the kills landed, from what
 they left behind (a checkpoint's or a sink's temporary files). Trials alternate between
 ``checkpoint_every`` 1 and 3 and between the configurations of ``CRASH_WORKERS`` (default
-``1,2,2p``: one worker, two in one process, two processes); ``CRASH_TRIALS`` (default 100) and
+``1,2,2p,1n``: one worker, two in one process, two processes, one worker with the reduces in
+the native core); ``CRASH_TRIALS`` (default 100) and
 ``CRASH_SPARK_TRIALS`` (default 3: two workers hosted by Spark, a session started at every
 restart) set how many.
 """
@@ -185,7 +186,7 @@ def trial(root: str, every: int, workers: str, seed: int) -> dict[str, Any]:
 def run(quick: bool = False) -> dict[str, Any]:
     trials = 2 if quick else int(os.environ.get("CRASH_TRIALS", "100"))
     spark_trials = 0 if quick else int(os.environ.get("CRASH_SPARK_TRIALS", "3"))
-    configs = os.environ.get("CRASH_WORKERS", "1,2,2p").split(",")
+    configs = os.environ.get("CRASH_WORKERS", "1,2,2p,1n").split(",")
     plan = [(("1", "3")[i % 2], configs[i % len(configs)]) for i in range(trials)]
     plan += [(("1", "3")[i % 2], "spark") for i in range(spark_trials)]
     results: dict[str, dict[str, Any]] = {}

@@ -6,8 +6,9 @@ each epoch completes.
 
     python -m benchmarks.crash_child IN OUT CHECKPOINTS EVERY WORKERS
 
-``WORKERS``: a number of workers in this process, ``Np`` for N worker processes, or ``spark``
-for two workers hosted by Spark (``local[2]``).
+``WORKERS``: a number of workers in this process, ``Np`` for N worker processes, ``Nn`` for N
+workers in this process with the reduces in the native core, or ``spark`` for two workers
+hosted by Spark (``local[2]``).
 """
 
 from __future__ import annotations
@@ -25,6 +26,15 @@ def main(folder: str, out: str, checkpoints: str, every: int, workers: str) -> N
 
         runtime = dd.SparkRuntime(local_session("ddflow-crash"), workers=2)
         flow = dd.Dataflow(runtime=runtime, checkpoint=checkpoints, checkpoint_every=every)
+    elif workers.endswith("n"):
+        from ddflow.runtime.local.settings import LocalSettings, ReduceSettings
+
+        flow = dd.Dataflow(
+            workers=int(workers[:-1]),
+            runtime=dd.LocalRuntime(LocalSettings(reduce=ReduceSettings(native=True))),
+            checkpoint=checkpoints,
+            checkpoint_every=every,
+        )
     else:
         flow = dd.Dataflow(
             workers=int(workers.rstrip("p")),

@@ -259,7 +259,7 @@ impl Reducer {
             values
         };
         let core = &mut self.core;
-        Ok(py.detach(|| core.take_columns(&keys, &values, &times, &diffs)))
+        Ok(py.detach(|| core.take_columns((keys, values, times, diffs))))
     }
 
     /// Adds a batch held as rows: the tuples, and the positions of the keys, values, times and
@@ -401,7 +401,7 @@ impl Reducer {
             check_len("times", part.2.len(), self.width)?;
         }
         let core = &mut self.core;
-        py.detach(|| core.load_columns(&input, &output));
+        py.detach(|| core.load_columns(input, output));
         Ok(())
     }
 }

@@ -89,15 +89,13 @@ impl Located<'_> {
     /// The sum of the diffs at or before `t` (from the batches' per-key times).
     pub fn count(&self, tt: &TimeType, t: &[i64]) -> i64 {
         let batches = self.spine.batches();
-        let w = tt.width();
         let mut count = 0i64;
         for &(b, k) in self.parts {
-            let (times, diffs) = batches[b].key_times(k);
-            for (time, d) in times.chunks_exact(w).zip(diffs) {
+            batches[b].for_each_time(k, |time, d| {
                 if tt.less_equal(time, t) {
-                    count = count.wrapping_add(*d);
+                    count = count.wrapping_add(d);
                 }
-            }
+            });
         }
         count
     }
@@ -105,10 +103,11 @@ impl Located<'_> {
     /// Whether every time is `<= t`.
     pub fn all_before(&self, tt: &TimeType, t: &[i64]) -> bool {
         let batches = self.spine.batches();
-        self.parts.iter().all(|&(b, k)| {
-            let (times, _) = batches[b].key_times(k);
-            times.chunks_exact(tt.width()).all(|x| tt.less_equal(x, t))
-        })
+        let mut all = true;
+        for &(b, k) in self.parts {
+            batches[b].for_each_time(k, |time, _| all &= tt.less_equal(time, t));
+        }
+        all
     }
 
     /// The distinct times, each advanced by `since`, sorted.
@@ -121,12 +120,11 @@ impl Located<'_> {
         let batches = self.spine.batches();
         let mut out: Vec<Vec<i64>> = Vec::new();
         for &(b, k) in self.parts {
-            let (times, _) = batches[b].key_times(k);
-            for x in times.chunks_exact(tt.width()) {
+            batches[b].for_each_time(k, |x, _| {
                 let mut x = x.to_vec();
                 tt.advance_in_place(&mut x, since, buf);
                 out.push(x);
-            }
+            });
         }
         out.sort();
         out.dedup();

@@ -291,38 +291,26 @@ impl Reducer {
 
     /// [`Reducer::take_columns`] of updates given one by one.
     pub fn take(&mut self, updates: Vec<KeyedUpdate>) -> usize {
-        let (k, v, t, d) = columns_of(updates, self.key_width, self.arity, self.tt.width());
-        self.take_columns(&k, &v, &t, &d)
+        let columns = columns_of(updates, self.key_width, self.arity, self.tt.width());
+        self.take_columns(columns)
     }
 
     /// Adds new input updates, given as columns (keys, values, times, diffs; for
     /// [`Logic::Weights`] the values are the weights, already multiplied by the diff), and
     /// makes their interesting times pending. Returns how many updates were added (once
-    /// consolidated).
-    pub fn take_columns(
-        &mut self,
-        keys: &[Vec<Option<i64>>],
-        values: &[Vec<Option<i64>>],
-        times: &[Vec<i64>],
-        diffs: &[i64],
-    ) -> usize {
-        self.insert(false, true, keys, values, times, diffs)
+    /// consolidated). The columns are dropped once their batch is built, before it is merged
+    /// into the arrangement, so that a large batch's columns and a merge do not add up.
+    pub fn take_columns(&mut self, columns: Columns) -> usize {
+        self.insert(false, true, columns)
     }
 
     /// Adds updates to the input (or the `output`) arrangement as one batch; with `schedule`,
     /// makes the interesting times of the input's new updates pending.
-    fn insert(
-        &mut self,
-        output: bool,
-        schedule: bool,
-        keys: &[Vec<Option<i64>>],
-        values: &[Vec<Option<i64>>],
-        times: &[Vec<i64>],
-        diffs: &[i64],
-    ) -> usize {
+    fn insert(&mut self, output: bool, schedule: bool, columns: Columns) -> usize {
+        let (keys, values, times, diffs) = &columns;
         // the positions in key order, and where each key's run starts
         let n = diffs.len();
-        let (order, mut starts): (Vec<usize>, Vec<usize>) = if let [single] = keys {
+        let (order, mut starts): (Vec<usize>, Vec<usize>) = if let [single] = keys.as_slice() {
             // (one key column, the common case: the keys sorted beside their positions, in
             // place, rather than positions sorted by looking their keys up; and by the first
             // value too, so that a key's updates, most often at one time, come consolidated
@@ -400,6 +388,8 @@ impl Reducer {
         } else {
             &mut self.input
         };
+        drop(order);
+        drop(columns);
         spine.insert(batch, tt, &self.since, self.generation);
         self.pending.count_from(pending_before, tt.width());
         added
@@ -503,13 +493,13 @@ impl Reducer {
         let (kw, w) = (self.key_width, self.tt.width());
         let input = columns_of(input, kw, self.arity, w);
         let output = columns_of(output, kw, self.logic.outputs(), w);
-        self.load_columns(&input, &output);
+        self.load_columns(input, output);
     }
 
     /// [`Reducer::load`] of columns.
-    pub fn load_columns(&mut self, input: &Columns, output: &Columns) {
-        self.insert(false, false, &input.0, &input.1, &input.2, &input.3);
-        self.insert(true, false, &output.0, &output.1, &output.2, &output.3);
+    pub fn load_columns(&mut self, input: Columns, output: Columns) {
+        self.insert(false, false, input);
+        self.insert(true, false, output);
     }
 }
 

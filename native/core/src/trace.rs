@@ -113,17 +113,39 @@ impl Batch {
     }
 
     /// Key `k`'s distinct times (flat, `width` integers each, in order) and their summed
-    /// diffs.
+    /// diffs, where it has more than [`SUMMARY_MIN`] updates; else nothing.
     pub fn key_times(&self, k: usize) -> (&[i64], &[i64]) {
         let (a, b) = (self.times_at[k], self.times_at[k + 1]);
         let w = self.updates.width();
         (&self.times[a * w..b * w], &self.time_diffs[a..b])
     }
 
+    /// Calls `f(time, diff)` for key `k`'s distinct times with their summed diffs, or, for a
+    /// key of few updates, for each update: either way the diffs of a time add up to the
+    /// key's.
+    pub fn for_each_time(&self, k: usize, mut f: impl FnMut(&[i64], i64)) {
+        let (times, diffs) = self.key_times(k);
+        if diffs.is_empty() {
+            for u in self.range(k) {
+                f(self.updates.time(u), self.updates.diff(u));
+            }
+        } else {
+            let w = self.updates.width();
+            for (t, d) in times.chunks_exact(w).zip(diffs) {
+                f(t, *d);
+            }
+        }
+    }
+
     /// Records the distinct times of the last key's updates, `from..` of `updates`, with their
     /// summed diffs (`order` is scratch).
     fn summarize_last(&mut self, from: usize, order: &mut Vec<usize>) {
         let h = &self.updates;
+        if h.len() - from <= SUMMARY_MIN {
+            // (a light key: its few updates are read instead)
+            self.times_at.push(self.time_diffs.len());
+            return;
+        }
         order.clear();
         order.extend(from..h.len());
         if !order.windows(2).all(|p| h.time(p[0]) <= h.time(p[1])) {
@@ -210,6 +232,9 @@ impl Batch {
         a
     }
 }
+
+/// Keys of more updates than this in a batch keep their distinct times with summed diffs.
+pub const SUMMARY_MIN: usize = 8;
 
 /// Merges of at most this many updates are done at once (about a millisecond).
 pub const EAGER_MERGE: usize = 1 << 16;
@@ -644,7 +669,17 @@ mod tests {
                     for u in r.clone() {
                         *sums.entry(h.time(u).to_vec()).or_insert(0) += h.diff(u);
                     }
+                    let mut summed: BTreeMap<Vec<i64>, i64> = BTreeMap::new();
+                    batch.for_each_time(k, |t, d| *summed.entry(t.to_vec()).or_insert(0) += d);
+                    summed.retain(|_, d| *d != 0);
+                    let mut nonzero = sums.clone();
+                    nonzero.retain(|_, d| *d != 0);
+                    prop_assert_eq!(summed, nonzero);
                     let (times, diffs) = batch.key_times(k);
+                    if diffs.is_empty() {
+                        prop_assert!(r.len() <= SUMMARY_MIN);
+                        continue;
+                    }
                     let got: Vec<(Vec<i64>, i64)> =
                         times.chunks_exact(2).map(<[i64]>::to_vec).zip(diffs.iter().copied()).collect();
                     prop_assert_eq!(got, sums.into_iter().collect::<Vec<_>>());
