@@ -28,15 +28,21 @@ def native_reducer() -> bool:
     return choice == "native"
 
 
-def dataflow(workers: int = 1) -> Any:
-    """A ``dd.Dataflow`` of ``workers``, with the reducer ``BENCH_REDUCER`` names."""
+def runtime() -> Any:
+    """The runtime of the reducer ``BENCH_REDUCER`` names (``None``: the default)."""
     import ddflow as dd
     from ddflow.runtime.local.settings import LocalSettings, ReduceSettings
 
     if not native_reducer():
-        return dd.Dataflow(workers=workers)
-    settings = LocalSettings(reduce=ReduceSettings(native=True))
-    return dd.Dataflow(workers=workers, runtime=dd.LocalRuntime(settings))
+        return None
+    return dd.LocalRuntime(LocalSettings(reduce=ReduceSettings(native=True)))
+
+
+def dataflow(workers: int = 1) -> Any:
+    """A ``dd.Dataflow`` of ``workers``, with the reducer ``BENCH_REDUCER`` names."""
+    import ddflow as dd
+
+    return dd.Dataflow(runtime(), workers=workers)
 
 
 def timed(fn: Callable[[], Any]) -> float:

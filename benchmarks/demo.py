@@ -32,7 +32,7 @@ from typing import Any, TypeVar
 import numpy as np
 import polars as pl
 
-from benchmarks.common import machine, peak_rss_mb, summary
+from benchmarks.common import machine, native_reducer, peak_rss_mb, runtime, summary
 
 T = TypeVar("T")
 
@@ -94,7 +94,9 @@ def measure(hours: float, steps: int, scale: float = 1.0) -> dict[str, Any]:
     generate_s, mentions = timed_call(lambda: mention_stream(**knobs))
     times = mentions["time"].to_numpy()
     first_result_s, model = timed_call(
-        lambda: WindowModel(mentions, window=DAY, step=MINUTE, end=DAY, recompute=False)
+        lambda: WindowModel(
+            mentions, window=DAY, step=MINUTE, end=DAY, recompute=False, runtime=runtime()
+        )
     )
     try:
         first = model.state()
@@ -154,4 +156,10 @@ def measure(hours: float, steps: int, scale: float = 1.0) -> dict[str, Any]:
 
 def run(quick: bool = False) -> dict[str, Any]:
     result = measure(30, 5, scale=QUICK_SCALE) if quick else measure(48, 20)
-    return {"benchmark": "demo", "machine": machine(), "quick": quick, **result}
+    return {
+        "benchmark": "demo",
+        "machine": machine(),
+        "reducer": "native" if native_reducer() else "python",
+        "quick": quick,
+        **result,
+    }

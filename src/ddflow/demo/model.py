@@ -53,7 +53,8 @@ class WindowModel:
     last one if the data is shorter). ``step`` is the size of a step of the page's buttons.
     With ``recompute=False`` the NetworkX recomputation is not run (``recompute_ms`` is None);
     ``progress=True`` prints the progress of building the first window to stderr every few
-    seconds. Not thread-safe: one caller at a time.
+    seconds; ``runtime`` is the dataflow's runtime (default: a ``dd.LocalRuntime()``). Not
+    thread-safe: one caller at a time.
 
     >>> from ddflow.demo.data import mention_stream
     >>> model = WindowModel(mention_stream(seed=1, hours=2), window=1800, step=60)
@@ -72,6 +73,7 @@ class WindowModel:
         end: int | None = None,
         recompute: bool = True,
         progress: bool = False,
+        runtime: Any = None,
     ) -> None:
         site = call_site()
         for name, value in (("window", window), ("step", step)):
@@ -82,7 +84,7 @@ class WindowModel:
         self.window = window
         self.step = step
         self.recompute = recompute
-        self.flow = dd.Dataflow()
+        self.flow = dd.Dataflow(runtime)
         self.mentions = self.flow.input("mentions", schema=MENTIONS)
         self.slider = dd.io.ReplayWindow(self.mentions, mentions, "time", size=window)
         assert self.slider.first is not None and self.slider.last is not None
