@@ -7,7 +7,8 @@ recomputing. Every operator step is timed (the worker's ``profile``); a change's
 into
 
 * ``reduce``: the reduces' steps (their reads of the arrangements, the interesting times, the
-  skips, the evaluation, the output's insertion);
+  skips, the evaluation, the output's insertion), also given per reduce step
+  (``us_per_reduce_step``, over ``reduce_steps``);
 * ``other_operators``: the other operators' steps (the join, the arrangements, the loop's
   variable and feedback, the input and output);
 * ``scheduler``: the rest (progress tracking, activations, the epoch's advance).
@@ -77,6 +78,10 @@ def measure(quick: bool, changes: int, native_reducer: bool = False) -> dict[str
     for remove in (True, False):
         for a, b, w in roads:
             worker.step_seconds.clear()
+            # (a revision before the per-operator step counts has none)
+            counts: dict[int, int] | None = getattr(worker, "step_counts", None)
+            if counts is not None:
+                counts.clear()
             steps = worker.steps
             t0 = time.perf_counter()
             (edges.remove if remove else edges.insert)([(a, b, w), (b, a, w)])
@@ -92,11 +97,11 @@ def measure(quick: bool, changes: int, native_reducer: bool = False) -> dict[str
             assert realdata.as_dict(out, "node", "distance") == dist, "ddflow and Dijkstra disagree"
             n = worker.steps - steps
             operators = sum(worker.step_seconds.values())
-            reduce = sum(
-                s
-                for i, s in worker.step_seconds.items()
-                if type(worker.operators[i]).__name__ == "ReduceOp"
-            )
+            reduces = [
+                i for i in worker.step_seconds if type(worker.operators[i]).__name__ == "ReduceOp"
+            ]
+            reduce = sum(worker.step_seconds[i] for i in reduces)
+            reduce_steps = None if counts is None else sum(counts[i] for i in reduces)
             rows.append(
                 {
                     "removed": remove,
@@ -105,11 +110,19 @@ def measure(quick: bool, changes: int, native_reducer: bool = False) -> dict[str
                     "dijkstra_ms": nx_s * 1e3,
                     "us_per_step": total / n * 1e6,
                     "reduce_us_per_step": reduce / n * 1e6,
+                    "reduce_steps": reduce_steps,
+                    "us_per_reduce_step": (reduce / reduce_steps * 1e6 if reduce_steps else None),
                     "other_operators_us_per_step": (operators - reduce) / n * 1e6,
                     "scheduler_us_per_step": (total - operators) / n * 1e6,
                 }
             )
-    med = lambda k: round(statistics.median(r[k] for r in rows), 2)  # noqa: E731
+
+    def med(k: str) -> float | None:
+        values = [r[k] for r in rows]
+        if any(v is None for v in values):
+            return None
+        return round(statistics.median(values), 2)
+
     return {
         "roads": net.roads.height,
         "first_result_s": round(first_s, 3),
@@ -122,6 +135,8 @@ def measure(quick: bool, changes: int, native_reducer: bool = False) -> dict[str
                 "dijkstra_ms",
                 "us_per_step",
                 "reduce_us_per_step",
+                "reduce_steps",
+                "us_per_reduce_step",
                 "other_operators_us_per_step",
                 "scheduler_us_per_step",
             )

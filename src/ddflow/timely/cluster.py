@@ -279,6 +279,8 @@ class Cluster(Stepping):
         self._first_output: dict[int, int] = {}
         self.steps = 0
         self.step_seconds: dict[int, float] = {}
+        #: (with ``profile``) the steps of each operator
+        self.step_counts: dict[int, int] = {}
         self.profile = False
         self.on_step: Callable[[Operator], None] | None = None
 
@@ -387,6 +389,7 @@ class Cluster(Stepping):
             self.step_seconds[index] = self.step_seconds.get(index, 0.0) + (
                 _time.perf_counter() - t0
             )
+            self.step_counts[index] = self.step_counts.get(index, 0) + 1
         self.steps += 1
         if not defer:
             for n in self.tracker.propagate():

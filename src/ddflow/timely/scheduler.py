@@ -87,6 +87,8 @@ class Worker(Stepping):
         self.tracker: Tracker | Any = None
         self.steps = 0
         self.step_seconds: dict[int, float] = {}
+        #: (with ``profile``) the steps of each operator
+        self.step_counts: dict[int, int] = {}
         self.profile = False
         self.on_step: Callable[[Operator], None] | None = None
 
@@ -187,6 +189,7 @@ class Worker(Stepping):
             t0 = _time.perf_counter()
             op.schedule()
             self.step_seconds[index] = self.step_seconds.get(index, 0.0) + _time.perf_counter() - t0
+            self.step_counts[index] = self.step_counts.get(index, 0) + 1
         else:
             op.schedule()
         self.steps += 1
