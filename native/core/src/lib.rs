@@ -7,6 +7,7 @@
 //! * [`consolidation`]: updates with equal `(data, time)` added up;
 //! * [`group`]: the group functions (count, sum, min, max, distinct) of a key's group at a time;
 //! * [`history`]: updates `(values, time, diff)` as columns, consolidated and advanced;
+//! * [`interesting`]: a key's interesting times (lubs of its times with new ones);
 //! * [`trace`]: arrangements, sorted batches of every key's updates merged by a spine and read
 //!   by galloping cursors;
 //! * [`reduce`]: the reduce family's state and step (interesting times, evaluation, compaction).
@@ -17,6 +18,7 @@
 pub mod consolidation;
 pub mod group;
 pub mod history;
+pub mod interesting;
 pub mod lattice;
 pub mod reduce;
 pub mod trace;
