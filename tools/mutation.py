@@ -110,7 +110,7 @@ TARGETS = [
     ),
     Target(
         "trace",
-        "src/ddflow/differential/trace.py",
+        "src/ddflow/runtime/local/trace.py",
         ("tests/unit/test_trace.py", "tests/semantics/test_compaction.py"),
     ),
     Target(

@@ -18,8 +18,8 @@ from hypothesis import strategies as st
 
 import ddflow as dd
 from ddflow.api import checkpoints
-from ddflow.differential.trace import TraceSettings
 from ddflow.runtime.local.settings import LocalSettings, ReduceSettings
+from ddflow.runtime.local.trace import TraceSettings
 
 col = dd.col
 #: "native": the reduces in the native core (and with two workers in this process)

@@ -11,10 +11,10 @@ import polars as pl
 
 import ddflow as dd
 from ddflow.differential.operators.join import Arranger, JoinOp
-from ddflow.differential.trace import Spine, TraceSettings
 from ddflow.runtime.local.kernels import LocalKernels
 from ddflow.runtime.local.rows import frame
 from ddflow.runtime.local.settings import LocalSettings
+from ddflow.runtime.local.trace import Spine, TraceSettings
 from ddflow.testing import frame_to_counter, reference
 from ddflow.timely.lattice import TimeType
 

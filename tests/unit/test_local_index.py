@@ -158,9 +158,9 @@ def test_reads_of_disjoint_keys_united_and_narrowed_equal_one_read(
     indexes where a key is heavy, else by lookup), united (``union_reads``), hold the same
     updates, times and codes as one read of all the keys; narrowed to some keys
     (``keys_in``), as one read of those."""
-    from ddflow.differential.trace import Spine
     from ddflow.runtime.local import kernels as local
     from ddflow.runtime.local.kernels import LocalKernels
+    from ddflow.runtime.local.trace import Spine
     from ddflow.timely.lattice import TimeType
 
     rng = np.random.default_rng(seed)

@@ -1,15 +1,15 @@
 """Arrangements: cases that mutation testing (``python tools/mutation.py trace``) found no test
-pinning. Each test names the mutant of ``src/ddflow/differential/trace.py`` it kills."""
+pinning. Each test names the mutant of ``src/ddflow/runtime/local/trace.py`` it kills."""
 
 from __future__ import annotations
 
 import polars as pl
 import pytest
 
-from ddflow.differential import trace
-from ddflow.differential.trace import Spine, TraceSettings
+from ddflow.runtime.local import trace
 from ddflow.runtime.local.kernels import LocalKernels
 from ddflow.runtime.local.rows import frame as as_frame
+from ddflow.runtime.local.trace import Spine, TraceSettings
 from ddflow.timely.lattice import TimeType
 
 TT = TimeType(("product", "product"))

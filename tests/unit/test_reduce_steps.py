@@ -15,10 +15,10 @@ import pytest
 
 import ddflow as dd
 from ddflow.differential.operators.reduce import ReduceOp
-from ddflow.differential.trace import TraceSettings
 from ddflow.runtime.local.reads import CachedReads
 from ddflow.runtime.local.reducer import KernelReducer
 from ddflow.runtime.local.settings import IndexSettings, LocalSettings
+from ddflow.runtime.local.trace import TraceSettings
 from ddflow.testing import frame_to_counter, reference
 
 
@@ -318,7 +318,7 @@ def test_a_kept_read_does_not_keep_the_batches_a_trace_let_go_of(monkeypatch):
     import gc
     import weakref
 
-    from ddflow.differential import trace
+    from ddflow.runtime.local import trace
     from ddflow.runtime.local.rows import Rows
 
     fueled = LocalSettings(trace=TraceSettings(fueled_rows=8, fuel_chunk=4))
@@ -362,7 +362,7 @@ def test_a_kept_read_through_indexes_holds_only_batches_of_its_trace(monkeypatch
     after every step of a reduce, each batch its kept reads index is one of its trace's. Label
     propagation over epochs of insertions and deletions, each against the reference; such
     reads must be kept, and dropped for that reason."""
-    from ddflow.differential import trace
+    from ddflow.runtime.local import trace
 
     # indexes of batches of 200 updates and more, for keys of 4 updates and more
     indexed = IndexSettings(indexed_rows=200, heavy_rows=4)

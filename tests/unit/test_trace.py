@@ -12,13 +12,13 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from ddflow.differential import trace
 from ddflow.differential.kernel import Capabilities
-from ddflow.differential.trace import Spine, TraceSettings
 from ddflow.runtime.local import rows as R
+from ddflow.runtime.local import trace
 from ddflow.runtime.local.kernels import LocalKernels
 from ddflow.runtime.local.rows import frame as as_frame
 from ddflow.runtime.local.settings import LocalSettings, LookupSettings
+from ddflow.runtime.local.trace import Spine, TraceSettings
 from ddflow.timely.lattice import TimeType
 
 TT = TimeType(("product", "product"))

@@ -1,11 +1,15 @@
 """The kernel contract: what a runtime supplies to the operators.
 
-The scheduler, progress tracking, the trace spine and every operator algorithm exist once; a
-runtime supplies only bulk operations on batches (:mod:`ddflow.differential.batch` says how a
-batch is laid out). The operators hold batches as opaque values and never look inside them:
-everything they learn of a batch (emptiness, sizes, the distinct times it holds) comes back
-from a kernel as a Python value, and data stays in the runtime's batches. A *key set* is
-whatever :meth:`Kernels.key_set` returns and :meth:`Kernels.lookup` accepts.
+The scheduler, progress tracking and every operator algorithm exist once; a runtime supplies
+bulk operations on batches (:mod:`ddflow.differential.batch` says how a batch is laid out) and
+the arrangements that hold them: :meth:`Kernels.trace` hands out a :class:`Trace`, which an
+arrangement writes (:class:`TraceWriter`: insert, compact, save, load) and its readers read
+(:class:`TraceReader`: a handle each that lets the trace compact, and lookups by key set), as
+differential dataflow splits a trace from its readers. The operators hold batches as opaque
+values and never look inside them: everything they learn of a batch (emptiness, sizes, the
+distinct times it holds) comes back from a kernel as a Python value, and data stays in the
+runtime's batches. A *key set* is whatever :meth:`Kernels.key_set` returns and
+:meth:`Kernels.lookup` accepts.
 
 Every operation a runtime must have is a method of :class:`Kernels`. What a runtime may do in
 addition is declared in its :class:`Capabilities`, and the protocol of each optional group of
@@ -42,7 +46,6 @@ from ddflow.timely.lattice import Time, TimeType
 
 if TYPE_CHECKING:
     from ddflow.differential.operators.join import Arranger
-    from ddflow.differential.trace import Spine, TraceSettings
 
 __all__ = [
     "Batch",
@@ -57,6 +60,10 @@ __all__ = [
     "RowBatches",
     "SpineReads",
     "SteppedMerges",
+    "Trace",
+    "TraceHandle",
+    "TraceReader",
+    "TraceWriter",
 ]
 
 #: a batch of updates, in the runtime's own representation (opaque to the operators)
@@ -68,7 +75,8 @@ class Capabilities:
     """The optional capabilities a runtime declares (each ``False`` unless declared).
 
     * ``stepped_merges``: the kernels are :class:`SteppedMerges`: a large merge of a trace's
-      batches can advance one range of keys at a time (:class:`~ddflow.differential.trace.Merging`);
+      batches can advance one range of keys at a time (the local runtime's
+      :class:`~ddflow.runtime.local.trace.Merging`);
     * ``small_tail``: a trace may leave its few smallest batches unmerged (a lookup in a small
       batch costs less than merging it);
     * ``row_batches``: the kernels are :class:`RowBatches`: a few updates can become a batch
@@ -89,6 +97,70 @@ class Capabilities:
     partitions: bool = False
 
 
+class TraceHandle(Protocol):
+    """A reader's hold on a trace: the frontier from which it will read."""
+
+    def set_since(self, frontier: Sequence[Time]) -> None:
+        """Promise to read only at times in advance of ``frontier`` from now on (the trace may
+        compact up to the lower envelope of its handles' frontiers)."""
+        ...
+
+    def release(self) -> None:
+        """This reader is done: it no longer holds compaction back."""
+        ...
+
+
+class TraceReader(Protocol):
+    """What the readers of an arrangement see: accumulations at times in advance of their
+    handles' frontiers, by key set."""
+
+    def handle(self) -> TraceHandle:
+        """A new reader, holding compaction back until it advances its frontier."""
+        ...
+
+    def lookup(self, codes: Any, skip: Sequence[Batch] = (), within: bool = False) -> Batch:
+        """The updates of the keys in ``codes`` (a key set), from every batch but those of
+        ``skip`` still held as they were inserted (see :meth:`holds`); ``within``: the reader
+        matches keys itself and may get other keys' updates too."""
+        ...
+
+    def holds(self, batch: Batch) -> bool:
+        """Whether ``batch``, as inserted, is still held apart (not merged into another)."""
+        ...
+
+    def parts(self) -> list[Batch]:
+        """The batches held (the caller does not modify the list)."""
+        ...
+
+    def __len__(self) -> int:
+        """The number of updates held."""
+        ...
+
+
+class TraceWriter(Protocol):
+    """What the arrangement that owns a trace does to it."""
+
+    def insert(self, batch: Batch, height: int) -> None:
+        """Add an arranged batch of ``height`` updates."""
+        ...
+
+    def compact(self) -> None:
+        """Merge everything held, advancing times to the readers' frontier."""
+        ...
+
+    def save(self, name: str) -> dict[str, Any]:
+        """The batches held, as Polars frames named ``name.0``, ``name.1``..."""
+        ...
+
+    def load(self, frames: dict[str, Any], name: str) -> None:
+        """Hold the batches :meth:`save` gave, in a trace that holds none."""
+        ...
+
+
+class Trace(TraceReader, TraceWriter, Protocol):
+    """An arrangement: written by its owner, read through handles (:meth:`Kernels.trace`)."""
+
+
 class Kernels(Protocol):
     """The bulk operations every runtime implements (see the module for their invariants)."""
 
@@ -96,8 +168,6 @@ class Kernels(Protocol):
     name: str
     #: what the runtime can do beyond this protocol
     capabilities: Capabilities
-    #: how the runtime's traces merge (thresholds of :class:`~ddflow.differential.trace.Spine`)
-    trace_settings: TraceSettings
 
     # construction and conversion
     def empty(self, schema: Any, tt: TimeType) -> Batch: ...
@@ -188,8 +258,15 @@ class Kernels(Protocol):
         ``output_empty``. The choice between implementations is made here, once."""
         ...
 
+    def trace(
+        self, tt: TimeType, keys: Sequence[str], empty: Batch, sums: Sequence[str] = ("__diff",)
+    ) -> Trace:
+        """An empty arrangement of batches like ``empty`` (arranged on ``keys``), consolidated
+        by adding the ``sums`` columns."""
+        ...
+
     def reduce_reads(
-        self, input: Spine, output: Spine, spec: ReduceSpec, tt: TimeType
+        self, input: Trace, output: Trace, spec: ReduceSpec, tt: TimeType
     ) -> ReduceReads: ...
     def interesting_times(
         self, new: Batch, history: Batch, tt: TimeType, keys: Sequence[str]
@@ -438,7 +515,7 @@ class ReduceReads(Protocol):
 class SpineReads:
     """:class:`ReduceReads` that look every read up in the spines, keeping nothing."""
 
-    def __init__(self, kernels: Kernels, input: Spine, output: Spine) -> None:
+    def __init__(self, kernels: Kernels, input: TraceReader, output: TraceReader) -> None:
         self.kernels = kernels
         self.input = input
         self.output_spine = output

@@ -1,8 +1,8 @@
 """Arrangements and joins (differential-dataflow-cidr2013 §4.3).
 
 ``ArrangeOp`` consolidates the incoming batches of each time as one, indexes it by key into
-its :class:`Spine` and forwards the arranged batch, in the same step. So for every reader of
-the spine::
+its trace (a :class:`~ddflow.differential.kernel.Trace` the kernels hand out) and forwards the
+arranged batch, in the same step. So for every reader of the trace::
 
     trace contents = batches the reader has received + batches queued for it      (*)
 
@@ -23,11 +23,13 @@ frontier, so each trace may be compacted to the frontier of the *other* input.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ddflow.differential.trace import Spine
 from ddflow.timely.lattice import Time, TimeType
 from ddflow.timely.operator import Operator, OperatorState
+
+if TYPE_CHECKING:
+    from ddflow.differential.kernel import Trace, TraceReader
 
 __all__ = ["ArrangeOp", "Arranger", "JoinOp"]
 
@@ -58,7 +60,7 @@ class Arranger:
         #: an empty batch of the input as it comes (before ``prepare``)
         self.source_empty = empty
         empty = empty if prepare is None else prepare(empty)
-        self.spine = Spine(kernels, tt, keys, kernels.arrange(empty, keys), sums=sums)
+        self.spine: Trace = kernels.trace(tt, keys, kernels.arrange(empty, keys), sums=sums)
 
     def arrange(self, messages: list[list[tuple[Time, Any]]]) -> Iterator[tuple[Time, Any]]:
         """Arrange and insert the messages (a list per port, emptied: the batches as they
@@ -134,8 +136,8 @@ class JoinOp(Operator):
         self,
         tt: TimeType,
         kernels: Any,
-        left: Spine,
-        right: Spine,
+        left: TraceReader,
+        right: TraceReader,
         left_on: Sequence[str],
         right_on: Sequence[str],
         output: Sequence[tuple[str, str, str]],

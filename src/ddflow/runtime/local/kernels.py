@@ -58,7 +58,7 @@ from ddflow.timely.lattice import Time, TimeType
 if TYPE_CHECKING:
     from ddflow.differential.kernel import ReduceSpec
     from ddflow.differential.operators.join import Arranger
-    from ddflow.differential.trace import Spine
+    from ddflow.runtime.local.trace import Spine
 
 __all__ = ["LocalKernels"]
 
@@ -440,7 +440,7 @@ class LocalKernels:
         self, batches: Sequence[Batch], start: int | None, rows: int
     ) -> tuple[list[Batch], int | None]:
         """The next range of keys of a merge in steps
-        (:class:`~ddflow.differential.trace.Merging`): the updates of each of ``batches``
+        (:class:`~ddflow.runtime.local.trace.Merging`): the updates of each of ``batches``
         (arranged) with key codes from ``start`` (None: the first) on, about ``rows`` of the
         one with most left and the others' in the same range, never splitting a key; and the
         first code after the range (None: it reached the end)."""
@@ -652,6 +652,14 @@ class LocalKernels:
         if self.settings.reduce.native and native_applies(spec, source):
             return NativeReducer(self, spec, tt, arranger, output_empty)
         return KernelReducer(self, spec, tt, arranger, output_empty)
+
+    def trace(
+        self, tt: TimeType, keys: Sequence[str], empty: Any, sums: Sequence[str] = (DIFF,)
+    ) -> Spine:
+        """A spine of arranged Polars (or row) batches (:mod:`ddflow.runtime.local.trace`)."""
+        from ddflow.runtime.local.trace import Spine
+
+        return Spine(self, tt, keys, empty, sums=sums)
 
     def reduce_reads(
         self, input: Spine, output: Spine, spec: ReduceSpec, tt: TimeType

@@ -32,8 +32,8 @@ from ddflow.runtime.local.settings import ReadSettings
 
 if TYPE_CHECKING:
     from ddflow.differential.kernel import ReduceSpec
-    from ddflow.differential.trace import Spine
     from ddflow.runtime.local.kernels import LocalKernels
+    from ddflow.runtime.local.trace import Spine
     from ddflow.timely.lattice import TimeType
 
 __all__ = ["CachedReads"]

@@ -1,7 +1,7 @@
 """The Python :class:`~ddflow.differential.kernel.Reducer`: a reduce's step over the kernels.
 
 It keeps the reduce's input arrangement (the :class:`~ddflow.differential.operators.join.Arranger`'s
-spine) and its output arrangement as :class:`~ddflow.differential.trace.Spine` s of the kernels'
+spine) and its output arrangement as :class:`~ddflow.runtime.local.trace.Spine` s of the kernels'
 batches, and the pending ``(key, time)`` pairs as batches of keys by time. A step:
 
 * ``take``: the new input is arranged and inserted; a min/max (a distinct) first drops the keys
@@ -21,7 +21,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 from ddflow.differential.kernel import Batch, Kernels, ReduceSpec
-from ddflow.differential.trace import Spine
+from ddflow.runtime.local.trace import Spine
 from ddflow.timely.frontier import minimal_sorted
 from ddflow.timely.lattice import Time, TimeType
 

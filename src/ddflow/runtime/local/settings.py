@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ddflow.differential.trace import TraceSettings
+from ddflow.runtime.local.trace import TraceSettings
 
 __all__ = [
     "IndexSettings",
@@ -225,7 +225,7 @@ class LocalSettings:
       every batch in Polars and every kernel on its columnar path;
     * ``held_epochs``: an output makes the epochs' changes it holds as rows one frame once it
       holds this many (:mod:`ddflow.runtime.local.changelog`);
-    * ``trace``: how arrangements merge (:class:`~ddflow.differential.trace.TraceSettings`);
+    * ``trace``: how arrangements merge (:class:`~ddflow.runtime.local.trace.TraceSettings`);
     * ``reads``: when a reduce's reads are kept (:class:`ReadSettings`);
     * ``lookups``: how lookups search arranged batches (:class:`LookupSettings`);
     * ``sums``: how updates are consolidated and merged (:class:`SumSettings`);

@@ -42,7 +42,8 @@ from ddflow.differential.batch import DIFF
 from ddflow.timely.lattice import Time, TimeType
 
 if TYPE_CHECKING:
-    from ddflow.differential.kernel import Kernels, SteppedMerges
+    from ddflow.differential.kernel import SteppedMerges
+    from ddflow.runtime.local.kernels import LocalKernels
 
 __all__ = ["Merging", "Spine", "TraceHandle", "TraceSettings"]
 
@@ -116,7 +117,7 @@ class Spine:
 
     def __init__(
         self,
-        kernels: Kernels,
+        kernels: LocalKernels,
         time_type: TimeType,
         keys: Sequence[str],
         empty: Any,
