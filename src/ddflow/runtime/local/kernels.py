@@ -50,6 +50,7 @@ from ddflow.runtime.local.columnar import (
 from ddflow.runtime.local.exprs import Overflow, row_builder
 from ddflow.runtime.local.native_reducer import NativeReducer, native_applies
 from ddflow.runtime.local.reads import CachedReads
+from ddflow.runtime.local.reduce_kernels import ReduceKernels
 from ddflow.runtime.local.reducer import KernelReducer
 from ddflow.runtime.local.rows import Batch, Rows, as_rows, frame, partition_frame
 from ddflow.runtime.local.settings import LocalSettings
@@ -63,7 +64,7 @@ if TYPE_CHECKING:
 __all__ = ["LocalKernels"]
 
 
-class LocalKernels:
+class LocalKernels(ReduceKernels):
     """Bulk operations on Polars batches, and on small batches held as Python rows
     (:mod:`ddflow.runtime.local.rows`); one instance per dataflow, stateless.
 
@@ -706,71 +707,6 @@ class LocalKernels:
             return batch.project([n for n in batch.names if n != KEY])
         return batch.drop(KEY)
 
-    def interesting_times(
-        self, new: pl.DataFrame, history: pl.DataFrame, tt: TimeType, keys: Sequence[str]
-    ) -> list[tuple[Time, Batch]]:
-        from ddflow.runtime.local.reduce import interesting_times
-
-        return interesting_times(new, history, tt, keys, self.settings)
-
-    def indexed_history(
-        self, parts: Sequence[Any], codes: Any, keys: Sequence[str], tt: TimeType
-    ) -> Any:
-        """The updates of the keys ``codes`` in the batches ``parts`` of a min/max reduce's
-        input, read through the indexes of large batches (:mod:`local_index`); None where
-        no batch is worth it (then the caller looks up as usual)."""
-        from ddflow.runtime.local.index import IndexedHistory
-
-        return IndexedHistory.read(self, parts, codes, keys, tt)
-
-    def minmax_unchanged(
-        self, spec: Any, new: pl.DataFrame, out_history: pl.DataFrame, tt: TimeType
-    ) -> Batch:
-        from ddflow.runtime.local.reduce import minmax_unchanged
-
-        return minmax_unchanged(spec, new, out_history, tt, self.settings)
-
-    def distinct_unchanged(self, spec: Any, new: Batch, out_history: Batch, tt: TimeType) -> Any:
-        """The ``(KEY, keys)`` of records whose new insertions leave a distinct's output
-        as it is (:func:`~ddflow.runtime.local.reduce.distinct_unchanged`)."""
-        from ddflow.runtime.local.reduce import distinct_unchanged
-
-        return distinct_unchanged(spec, new, out_history, tt, self.settings)
-
-    def without_keys(self, batch: Batch, keys: pl.DataFrame) -> Batch:
-        """The rows of ``batch`` whose ``(KEY, keys)`` are not among ``keys``' rows."""
-        if keys.height == 0:
-            return batch
-        if type(batch) is Rows:
-            if type(keys) is not Rows:  # (only the keys' rows whose code is among the batch's)
-                codes = pl.Series(R.codes_of(batch), dtype=pl.Int64).implode()
-                keys = Rows(dict(keys.schema), keys.filter(pl.col(KEY).is_in(codes)).rows())
-            return R.without_keys(batch, keys)
-        keys = frame(keys)
-        rest = [c for c in keys.columns if c != KEY]
-        if (
-            len(rest) == 1
-            and KEY in keys.columns
-            and KEY in batch.columns
-            and shares_key(keys, rest)
-            and shares_key(batch, rest)
-        ):
-            # (the codes are the keys: the rows whose code is not among the keys', in NumPy)
-            codes = np.unique(keys.get_column(KEY).to_numpy())
-            kept = batch.filter(pl.Series(~R.members(codes, batch.get_column(KEY).to_numpy())))
-        else:
-            kept = batch.join(
-                keys, on=keys.columns, how="anti", nulls_equal=True, maintain_order="left"
-            )
-        if KEY in batch.columns and batch.get_column(KEY).flags["SORTED_ASC"]:
-            return kept.with_columns(kept.get_column(KEY).set_sorted())  # (still sorted)
-        return kept
-
-    def held_rows(self, batch: Any) -> int:
-        """The rows a read holds of its own: an indexed history's light part (its heavy keys'
-        rows stay in the trace's batches, read through their indexes)."""
-        return int(batch.light.height) if hasattr(batch, "subset") else int(batch.height)
-
     def union_reads(self, a: Any, b: Any, codes: Any) -> Any:
         """Two reads of one trace for disjoint sets of keys, as one read of their union
         ``codes`` (sorted): concatenated, or an indexed history with the other read's
@@ -781,48 +717,3 @@ class LocalKernels:
         if hasattr(b, "union"):
             return b.union(a, codes)
         return self.concat([a, b])
-
-    def keys_in(self, batch: Any, codes: Any) -> Any:
-        """The updates of ``batch`` (a lookup's result, in any order, or an indexed history)
-        whose key code is among ``codes`` (sorted, unique)."""
-        if hasattr(batch, "subset"):  # (an IndexedHistory: its keys narrowed)
-            return batch.subset(np.asarray(codes, dtype=np.int64))
-        if type(batch) is Rows:
-            wanted = set(codes.tolist() if isinstance(codes, np.ndarray) else codes)
-            k = batch.index(KEY)
-            return batch.like([r for r in batch.rows if r[k] in wanted])
-        if batch.height == 0:
-            return batch
-        codes = np.asarray(codes, dtype=np.int64)
-        return batch.filter(pl.Series(R.members(codes, batch.get_column(KEY).to_numpy())))
-
-    def time_queries(self, pending: dict[Time, list[pl.DataFrame]], tt: TimeType) -> Batch:
-        from ddflow.runtime.local.reduce import time_queries
-
-        return time_queries(pending, tt, self.settings)
-
-    def reduce_prepare(self, spec: Any, batch: Batch, tt: TimeType) -> Batch:
-        from ddflow.runtime.local.reduce import reduce_prepare
-
-        return reduce_prepare(spec, batch, tt)
-
-    def evaluation_slices(
-        self, queries: Batch, codes: Any, parts: Sequence[Any]
-    ) -> list[tuple[Batch, np.ndarray]] | None:
-        """The queries cut into ranges of keys, each read and evaluated alone
-        (:func:`~ddflow.runtime.local.reduce.evaluation.evaluation_slices`)."""
-        from ddflow.runtime.local.reduce.evaluation import evaluation_slices
-
-        return evaluation_slices(queries, codes, parts, self.settings)
-
-    def reduce_evaluate(
-        self,
-        spec: Any,
-        queries: pl.DataFrame,
-        history: pl.DataFrame,
-        out_history: pl.DataFrame,
-        tt: TimeType,
-    ) -> Batch:
-        from ddflow.runtime.local.reduce import reduce_evaluate
-
-        return reduce_evaluate(spec, queries, history, out_history, tt, self.settings)
