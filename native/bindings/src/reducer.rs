@@ -105,10 +105,9 @@ impl Reducer {
         for (time, rows) in times {
             let items = PyList::empty(py);
             for r in rows.clone() {
-                let values = (0..h.arity()).map(|c| h.value(r, c));
                 let mut cells: Vec<Bound<'py, PyAny>> =
                     Vec::with_capacity(self.keys + h.arity() + self.width + 1);
-                for (i, v) in out.key(r).iter().copied().chain(values).enumerate() {
+                for (i, v) in out.cells(r).enumerate() {
                     cells.push(match v {
                         None => py.None().into_bound(py),
                         Some(x) if self.booleans.get(i).copied().unwrap_or(false) => {
@@ -145,12 +144,7 @@ impl Reducer {
             let mut valid = vec![Vec::with_capacity(n); ncols];
             let mut diffs = Vec::with_capacity(n * 8);
             for r in rows.clone() {
-                let cells = out
-                    .key(r)
-                    .iter()
-                    .copied()
-                    .chain((0..h.arity()).map(|c| h.value(r, c)));
-                for (i, v) in cells.enumerate() {
+                for (i, v) in out.cells(r).enumerate() {
                     values[i].extend_from_slice(&v.unwrap_or(0).to_le_bytes());
                     valid[i].push(u8::from(v.is_some()));
                 }

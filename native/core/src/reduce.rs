@@ -82,6 +82,13 @@ impl Corrections {
         &self.keys[i * self.key_width..(i + 1) * self.key_width]
     }
 
+    /// Row `i`'s cells: its key, then its output values.
+    pub fn cells(&self, i: usize) -> impl Iterator<Item = Option<i64>> + '_ {
+        let h = &self.updates;
+        let outputs = (0..h.arity()).map(move |c| h.value(i, c));
+        self.key(i).iter().copied().chain(outputs)
+    }
+
     /// The output values, times and diffs.
     pub fn updates(&self) -> &History {
         &self.updates
