@@ -34,14 +34,15 @@ def test_both_sides_new_in_one_step_give_each_product_once(monkeypatch):
         return send(self, port, t, batch)
 
     monkeypatch.setattr(JoinOp, "send", counting_send)
-    held: list[bool] = []  # per new left batch: still held as inserted
-    holds = Spine.holds
+    held: list[bool] = []  # per step's last new left batch: still held apart
+    held_apart = Spine.held_apart
 
-    def noting_holds(self, batch):
-        held.append(holds(self, batch))
-        return held[-1]
+    def noting_held_apart(self, first):
+        apart = held_apart(self, first)
+        held.append(self.upper - 1 in apart)
+        return apart
 
-    monkeypatch.setattr(Spine, "holds", noting_holds)
+    monkeypatch.setattr(Spine, "held_apart", noting_held_apart)
     # (every small batch merged on insertion as the spine's geometry says, none left waiting
     # at the end: the third epoch's left batch is then merged, as this test needs)
     untailed = LocalSettings(trace=TraceSettings(tail_batches=0))

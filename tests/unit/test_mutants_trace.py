@@ -6,6 +6,7 @@ from __future__ import annotations
 import polars as pl
 import pytest
 
+from ddflow.differential.kernel import Description
 from ddflow.runtime.local import trace
 from ddflow.runtime.local.kernels import LocalKernels
 from ddflow.runtime.local.rows import frame as as_frame
@@ -91,14 +92,17 @@ def test_since_is_the_minimal_times_of_the_handles_frontiers():
     assert s.since == [(1, 0)]
 
 
-def test_holds_only_the_batches_inserted_and_not_merged_yet():
-    # mutant: Spine.holds answering whether some part is *not* the batch (any foreign batch
-    # was held, and a reader skipping it read the trace without its own updates)
-    s = Spine(K, TT, ["k"], batch([]))
-    kept, foreign = batch([(0, 1, 0, 0, 1)]), batch([(0, 1, 0, 0, 1)])
-    s.insert(kept, kept.height)
-    assert s.holds(kept)
-    assert not s.holds(foreign)
+def test_held_apart_only_the_insertions_that_are_batches_of_their_own():
+    # mutant: Spine.held_apart counting a merged batch as held apart (a join then left the
+    # merged batch, older updates and all, out of its read of the trace before its new ones)
+    s = Spine(K, TT, ["k"], batch([]), settings=TraceSettings(tail_batches=0))
+    first = batch([(0, 1, 0, 0, 1)])
+    s.insert(first, first.height)
+    assert s.held_apart(0) == {0}
+    second = batch([(1, 1, 0, 0, 1)])
+    s.insert(second, second.height)  # (merged with the first: as large)
+    assert s.descriptions() == [Description(0, 2, ((0, 0),))]
+    assert s.held_apart(0) == s.held_apart(1) == set()
 
 
 @pytest.mark.parametrize("rows", [[], [(0, 1, 0, 0, 1), (0, 1, 0, 0, -1)]])

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from ddflow.differential.kernel import Capabilities
+from ddflow.differential.kernel import Capabilities, Description
 from ddflow.runtime.local import rows as R
 from ddflow.runtime.local import trace
 from ddflow.runtime.local.kernels import LocalKernels
@@ -231,44 +231,96 @@ def test_a_long_trace_merges_in_steps_and_stays_geometric():
         assert trace_accumulation(s, key, (0, 3)) == accumulation(inserted, key, (0, 3))
 
 
-def test_the_counts_of_inserts_and_merges_say_how_the_batches_changed(monkeypatch):
-    """A reader of a trace (a reduce's kept read) relies on two counts: ``inserted`` grows by
-    one per batch inserted, and ``reshaped`` changes whenever the trace's batches (with a
-    merge in progress's inputs) change otherwise: merges begun, merges done some inserts
-    later, compaction. Checked after every insert and compaction of a trace whose merges go
-    in steps; ``parts`` is then the batches as they are."""
+def test_descriptions_say_how_the_batches_changed():
+    """A reader of a trace (a reduce's kept read) compares the batches' descriptions: every
+    insert appends one of one insertion, and the descriptions change otherwise only when the
+    batches (with a merge in progress's inputs) change: merges done, compaction. A merge begun
+    in steps keeps its inputs, and their descriptions, until it is done. Checked after every
+    insert and compaction of a trace whose merges go in steps."""
     s = Spine(K, TT, ["k"], batch([]), settings=TraceSettings(fueled_rows=30, fuel_chunk=8))
     rng = np.random.default_rng(7)
-    seen = {"merged": 0, "done later": 0}
+    seen = {"merged": 0, "begun": 0}
     for i in range(200):
-        before, reshaped, inserted = list(s.parts()), s.reshaped, s.inserted
+        before, described = list(s.parts()), s.descriptions()
         rows = [(int(k), int(v), 0, i % 4, 1) for k, v in rng.integers(0, 30, (3, 2))]
         b = batch(rows)
-        merging = [(x, list(x.inputs)) for x in s.batches if type(x) is trace.Merging]
-        s.insert(b, b.height)
+        merging = sum(type(x) is trace.Merging for x in s.batches)
+        d = s.insert(b, b.height)
+        assert d == Description(i, i + 1, tuple(s.since)) and s.upper == i + 1
         after = s.parts()
-        assert s.inserted == inserted + 1
         appended = (
             len(after) == len(before) + 1
             and all(x is y for x, y in zip(before, after, strict=False))
             and after[-1] is b
         )
-        if not appended:  # (a merge begun may hold the same batches, as its inputs)
-            assert s.reshaped != reshaped, i
-            seen["merged"] += 1
-            seen["done later"] += any(
-                all(m is not x for x in s.batches)
-                and any(all(p is not q for q in after) for p in inputs)
-                for m, inputs in merging
-            )
+        assert appended == (s.descriptions() == [*described, d]), i
+        seen["merged"] += not appended
+        seen["begun"] += appended and sum(type(x) is trace.Merging for x in s.batches) > merging
         if i % 50 == 49:
-            reshaped = s.reshaped
+            described = s.descriptions()
             s.compact()
-            assert s.reshaped != reshaped
+            assert s.descriptions() == [Description(0, i + 1, tuple(s.since))] != described
         assert s.parts() == [
             y for x in s.batches for y in (x.inputs if type(x) is trace.Merging else [x])
         ]
-    assert seen["merged"] and seen["done later"], seen
+    assert seen["merged"] and seen["begun"], seen
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    updates,
+    st.lists(st.integers(1, 6), min_size=1, max_size=8),
+    st.lists(st.tuples(st.integers(0, 3), st.integers(0, 3)), min_size=1, max_size=3),
+    st.integers(0, 12),
+    st.booleans(),
+    st.booleans(),
+)
+@example(
+    rows=[(0, 0, 0, 0, 1), (0, 0, 1, 1, -1)],
+    cuts=[1],
+    since=[(2, 2)],
+    back=1,
+    stepped=False,
+    compact=False,
+)  # (the last insertion merged with the one before into nothing: no batch describes it)
+def test_a_trace_as_of_an_earlier_insertion(rows, cuts, since, back, stepped, compact):
+    """What a join reads for ``L - dL``: leaving out of a lookup the insertions from
+    ``first`` on that the trace holds apart, and subtracting the others (merged into other
+    batches, or cancelled by a merge that left no batch), reads the trace as of its first
+    ``first`` insertions, at every time in advance of ``since``."""
+    settings = TraceSettings(
+        tail_batches=0, fueled_rows=2 if stepped else 250_000, fuel=1, fuel_chunk=2
+    )
+    s = Spine(K, TT, ["k"], batch([]), settings=settings)
+    s.handle().set_since(since)
+    inserted: list[list[tuple[int, ...]]] = []
+    start = 0
+    for c in itertools.cycle(cuts):
+        part = rows[start : start + c]
+        if not part:
+            break
+        b = batch(part)
+        if b.height:
+            s.insert(b, b.height)
+            inserted.append(part)
+        start += c
+    if compact:
+        s.compact()
+    d = s.descriptions()
+    assert all(x.lower < x.upper <= y.lower for x, y in itertools.pairwise(d))
+    assert all(x.lower >= 0 and x.upper <= s.upper == len(inserted) for x in d)
+    first = max(0, len(inserted) - back)
+    apart = s.held_apart(first)
+    read = as_frame(s.lookup(np.arange(5), apart_from=first))
+    got = list(read.select(["k", "v", "__t0", "__t1", "__diff"]).iter_rows())
+    for p in range(first, len(inserted)):
+        if p not in apart:
+            got += [(k, v, t0, t1, -d) for k, v, t0, t1, d in inserted[p]]
+    want = [r for part in inserted[:first] for r in part]
+    for key in range(5):
+        for u in itertools.product(range(5), range(5)):
+            if any(TT.less_equal(f, u) for f in s.since):
+                assert accumulation(got, key, u) == accumulation(want, key, u), (key, u)
 
 
 @pytest.mark.parametrize("n", [70_000, 140_000])
@@ -383,10 +435,10 @@ def test_small_batches_at_the_end_wait_to_be_merged():
         for i in range(1, 121):
             rows = [(i % 50, 1000 + i, 0, i, 1)] * (1 + i % 3)
             inserted += rows
-            before = s.reshaped
+            before = s.descriptions()
             b = batch(rows)
-            s.insert(b, b.height)
-            merged.append(s.reshaped != before)
+            d = s.insert(b, b.height)
+            merged.append(s.descriptions() != [*before, d])
             assert len(s.sizes) <= 12 + s.settings.tail_batches  # (geometric, and the tail)
         return s, inserted, merged
 

@@ -46,6 +46,20 @@ pub struct Batch {
     time_diffs: Vec<i64>,
     /// the generation of `since` its times were last advanced to
     generation: u64,
+    /// the insertions into its spine it holds: `lower..upper` (see [`Description`])
+    lower: u64,
+    upper: u64,
+}
+
+/// What one of a spine's batches holds: the accumulation of the spine's insertions
+/// `lower..upper` (a spine counts its insertions), at every time in advance of the `since`
+/// of `generation`, to which its times were advanced. An inserted batch holds one insertion;
+/// a merge of adjacent batches, the union of their ranges.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Description {
+    pub lower: u64,
+    pub upper: u64,
+    pub generation: u64,
 }
 
 impl Batch {
@@ -79,6 +93,17 @@ impl Batch {
             times: Vec::new(),
             time_diffs: Vec::new(),
             generation: 0,
+            lower: 0,
+            upper: 0,
+        }
+    }
+
+    /// Which insertions it holds, and how far its times were advanced.
+    pub fn description(&self) -> Description {
+        Description {
+            lower: self.lower,
+            upper: self.upper,
+            generation: self.generation,
         }
     }
 
@@ -262,6 +287,7 @@ impl Merging {
         let (a, b) = (&spine.batches[at], &spine.batches[at + 1]);
         let mut out = spine.batch_with_capacity(a.key_count() + b.key_count(), a.len() + b.len());
         out.generation = generation;
+        (out.lower, out.upper) = (a.lower, b.upper);
         Merging {
             at,
             i: 0,
@@ -289,6 +315,8 @@ pub struct Spine {
     additive: bool,
     /// oldest first
     batches: Vec<Batch>,
+    /// batches inserted so far
+    inserted: u64,
     /// fuel saved towards rewriting a batch whose times are behind `since`
     fuel: usize,
     /// a merge in progress, and the size above which merges proceed by steps
@@ -309,6 +337,7 @@ impl Spine {
             width,
             additive,
             batches: Vec::new(),
+            inserted: 0,
             fuel: 0,
             merging: None,
             eager: EAGER_MERGE,
@@ -333,6 +362,11 @@ impl Spine {
     /// An empty batch of this spine's shape with room for `keys` keys and `updates` updates.
     pub fn batch_with_capacity(&self, keys: usize, updates: usize) -> Batch {
         Batch::with_capacity(self.key_width, self.arity, self.width, keys, updates)
+    }
+
+    /// How many batches were inserted (the next insertion's position).
+    pub fn inserted(&self) -> u64 {
+        self.inserted
     }
 
     /// How many updates, over all batches.
@@ -401,6 +435,8 @@ impl Spine {
         }
         let size = batch.len();
         batch.generation = generation;
+        (batch.lower, batch.upper) = (self.inserted, self.inserted + 1);
+        self.inserted += 1;
         self.batches.push(batch);
         self.tidy(tt, since, generation);
         if let Some(mut m) = self.merging.take() {
@@ -539,8 +575,11 @@ impl Spine {
                 return;
             }
             self.fuel -= size;
-            // (rewritten as the merge of the batch with an empty one just after it)
-            self.batches.insert(at + 1, self.batch());
+            // (rewritten as the merge of the batch with an empty one just after it, of no
+            // insertion)
+            let mut empty = self.batch();
+            (empty.lower, empty.upper) = (self.batches[at].upper, self.batches[at].upper);
+            self.batches.insert(at + 1, empty);
             if let Some(other) = self.merging.as_mut() {
                 if other.at > at {
                     other.at += 1;
@@ -629,6 +668,36 @@ mod tests {
             .collect()
     }
 
+    /// The batches' descriptions: increasing, disjoint ranges of the insertions so far, and
+    /// each batch accumulates (at the times of `grid`) to the insertions of its range
+    /// (`plain` holds each insertion as a batch of its own).
+    fn descriptions_cover(
+        tt: &TimeType,
+        spine: &Spine,
+        plain: &Spine,
+        grid: &[Vec<i64>],
+    ) -> Result<(), TestCaseError> {
+        let ds: Vec<Description> = spine.batches().iter().map(Batch::description).collect();
+        prop_assert_eq!(spine.inserted(), plain.batches().len() as u64);
+        for pair in ds.windows(2) {
+            prop_assert!(pair[0].upper <= pair[1].lower);
+        }
+        for (batch, d) in spine.batches().iter().zip(&ds) {
+            prop_assert!(d.lower < d.upper && d.upper <= spine.inserted());
+            let mut alone = Spine::new(1, 1, 2, false);
+            alone.batches.push(batch.clone());
+            let mut range = Spine::new(1, 1, 2, false);
+            for b in &plain.batches()[d.lower as usize..d.upper as usize] {
+                range.batches.push(b.clone());
+            }
+            prop_assert_eq!(
+                accumulations(tt, &alone, grid),
+                accumulations(tt, &range, grid)
+            );
+        }
+        Ok(())
+    }
+
     proptest! {
         /// Merging batches as a spine does keeps every accumulation (`merge ==
         /// consolidate(concat)`), and the spine's invariants hold: batches of sorted distinct
@@ -646,10 +715,14 @@ mod tests {
             for b in &batches {
                 spine.insert(batch_of(&spine, b), &tt, &frontier, 0);
                 // the reference: every batch kept apart, never merged
-                plain.batches.push(batch_of(&plain, b));
+                let apart = batch_of(&plain, b);
+                if !apart.is_empty() {
+                    plain.batches.push(apart);
+                }
             }
             let g = grid();
             prop_assert_eq!(accumulations(&tt, &spine, &g), accumulations(&tt, &plain, &g));
+            descriptions_cover(&tt, &spine, &plain, &g)?;
             let merging = spine.merging.as_ref().map(|m| m.at);
             for (at, pair) in spine.batches().windows(2).enumerate() {
                 if merging != Some(at) {
@@ -695,12 +768,14 @@ mod tests {
             let later: Vec<Vec<i64>> =
                 g.into_iter().filter(|t| frontier.less_equal(&tt, t)).collect();
             prop_assert_eq!(accumulations(&tt, &spine, &later), accumulations(&tt, &plain, &later));
+            descriptions_cover(&tt, &spine, &plain, &later)?;
             // (but for a merge's two batches, still read as they are while it proceeds)
             let merging = spine.merging.as_ref().map(|m| m.at);
             for (at, batch) in spine.batches().iter().enumerate() {
                 if merging.is_some_and(|m| at == m || at == m + 1) {
                     continue;
                 }
+                prop_assert_eq!(batch.description().generation, 1);
                 let h = batch.updates();
                 for u in 0..h.len() {
                     prop_assert!(frontier.less_equal(&tt, h.time(u)));

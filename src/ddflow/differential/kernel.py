@@ -39,7 +39,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from ddflow.differential.batch import weight_column
 from ddflow.timely.lattice import Time, TimeType
@@ -51,6 +51,7 @@ __all__ = [
     "Batch",
     "Capabilities",
     "ChangeLog",
+    "Description",
     "DistinctSkips",
     "Kernels",
     "Partitions",
@@ -110,26 +111,55 @@ class TraceHandle(Protocol):
         ...
 
 
+class Description(NamedTuple):
+    """What one of a trace's batches holds, in place of the batch's identity.
+
+    A trace counts its insertions (its logical clock, as differential dataflow's batches are
+    described by the input frontiers they span): a batch holds the accumulation of insertions
+    ``lower`` up to, not including, ``upper``, with times advanced to ``since``, at every
+    time in advance of ``since``. An inserted batch holds one insertion; a merge of adjacent
+    batches holds the union of their ranges. ``upper == lower + 1``: the batch is one
+    insertion held apart (its times maybe advanced since).
+
+    >>> Description(3, 4, ((0, 0),)).upper
+    4
+    """
+
+    lower: int
+    upper: int
+    since: tuple[Time, ...]
+
+
 class TraceReader(Protocol):
     """What the readers of an arrangement see: accumulations at times in advance of their
-    handles' frontiers, by key set."""
+    handles' frontiers, by key set, and the descriptions of the batches that hold them."""
+
+    #: the number of batches inserted so far (the trace's logical clock)
+    upper: int
 
     def handle(self) -> TraceHandle:
         """A new reader, holding compaction back until it advances its frontier."""
         ...
 
-    def lookup(self, codes: Any, skip: Sequence[Batch] = (), within: bool = False) -> Batch:
-        """The updates of the keys in ``codes`` (a key set), from every batch but those of
-        ``skip`` still held as they were inserted (see :meth:`holds`); ``within``: the reader
-        matches keys itself and may get other keys' updates too."""
+    def lookup(self, codes: Any, within: bool = False, apart_from: int | None = None) -> Batch:
+        """The updates of the keys in ``codes`` (a key set); ``within``: the reader matches keys
+        itself and may get other keys' updates too; ``apart_from``: leave out the batches
+        that each hold one insertion at or after this position (:meth:`held_apart`)."""
         ...
 
-    def holds(self, batch: Batch) -> bool:
-        """Whether ``batch``, as inserted, is still held apart (not merged into another)."""
+    def held_apart(self, first: int) -> set[int]:
+        """The insertions from position ``first`` on that the trace still holds as batches of
+        their own: a lookup that leaves them out (``apart_from``) and subtracts the others
+        from ``first`` on reads the trace as of its first ``first`` insertions."""
         ...
 
     def parts(self) -> list[Batch]:
         """The batches held (the caller does not modify the list)."""
+        ...
+
+    def descriptions(self) -> list[Description]:
+        """The descriptions of :meth:`parts`, in their order (the caller does not modify the
+        list): equal lists mean the trace holds its updates as it did."""
         ...
 
     def __len__(self) -> int:
@@ -140,8 +170,9 @@ class TraceReader(Protocol):
 class TraceWriter(Protocol):
     """What the arrangement that owns a trace does to it."""
 
-    def insert(self, batch: Batch, height: int) -> None:
-        """Add an arranged batch of ``height`` updates."""
+    def insert(self, batch: Batch, height: int) -> Description | None:
+        """Add an arranged batch of ``height`` updates (an insertion, unless empty: then
+        None)."""
         ...
 
     def compact(self) -> None:

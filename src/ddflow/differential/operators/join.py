@@ -13,8 +13,9 @@ which lets any number of joins share one arrangement without double counting.
     dL x R_trace  +  (L_trace - dL) x dR
 
 with ``R_trace`` and ``L_trace`` as they are now (both already include the new batches, by (*)):
-``L_trace - dL`` leaves out of the lookup the new batches the trace still holds as they were
-inserted, and subtracts the others.
+``L_trace - dL`` is the trace as of before its last ``len(dL)`` insertions: the new batches the
+trace still holds apart (by their descriptions) are left out of the lookup, and the others are
+subtracted.
 Each product of updates ``(a, s, x)`` and ``(b, t, y)`` with equal keys is ``(a ++ b, s v t, x*y)``.
 A trace is read only by deltas of the other input, whose times are in advance of that input's
 frontier, so each trace may be compacted to the frontier of the *other* input.
@@ -160,17 +161,16 @@ class JoinOp(Operator):
             if not k.is_empty(out):
                 self.send(0, t, out)
         if rmsgs:
-            # L_trace - dL: the new left batches the trace still holds as inserted are left
-            # out of the lookup; those already merged into other batches are subtracted (a
-            # first epoch's L_trace is exactly dL: subtracted, it would give every product
-            # twice, with opposite signs)
-            held: list[Any] = []
-            merged: list[Any] = []
-            for _, dl in lmsgs:
-                (held if self.left.holds(dl) else merged).append(dl)
+            # L_trace - dL: the new left batches are the trace's last insertions (by (*));
+            # those it still holds apart are left out of the lookup, the others (merged into
+            # other batches) are subtracted (a first epoch's L_trace is exactly dL:
+            # subtracted, it would give every product twice, with opposite signs)
+            first = self.left.upper - len(lmsgs)
+            apart = self.left.held_apart(first)
+            merged = [dl for i, (_, dl) in enumerate(lmsgs) if first + i not in apart]
             for t, dr in rmsgs:
                 codes = k.key_set(dr)
-                parts = [self.left.lookup(codes, skip=held, within=True)]
+                parts = [self.left.lookup(codes, within=True, apart_from=first)]
                 parts += [k.negate(k.lookup(dl, codes)) for dl in merged]
                 other = k.concat(parts)
                 out = k.join_slice(

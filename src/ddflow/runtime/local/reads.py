@@ -31,7 +31,7 @@ from ddflow.runtime.local.rows import members
 from ddflow.runtime.local.settings import ReadSettings
 
 if TYPE_CHECKING:
-    from ddflow.differential.kernel import ReduceSpec
+    from ddflow.differential.kernel import Description, ReduceSpec
     from ddflow.runtime.local.kernels import LocalKernels
     from ddflow.runtime.local.trace import Spine
     from ddflow.timely.lattice import TimeType
@@ -42,7 +42,7 @@ __all__ = ["CachedReads"]
 class CachedReads:
     """A reduce's reads of its input and output arrangements, kept between reads (see the
     module). ``_read``: what was read of each arrangement, ``"input"`` or ``"output"`` ->
-    (key codes, updates, the arrangement's counts of inserted batches and of merges when
+    (key codes, updates, the arrangement's insertions and its batches' descriptions when
     read)."""
 
     def __init__(
@@ -66,7 +66,7 @@ class CachedReads:
             spec.minmax_only and len(spec.aggs) == 1 and len(spec.keys) == 1 and tt.is_product
         )
         self.keys = spec.keys
-        self._read: dict[str, tuple[Any, Any, tuple[int, int]]] = {}
+        self._read: dict[str, tuple[Any, Any, tuple[int, list[Description]]]] = {}
 
     # ------------------------------------------------------------------ ReduceReads
 
@@ -158,7 +158,7 @@ class CachedReads:
     def _keep(self, what: str, keyset: Any, data: Any) -> Any:
         if self._small(keyset, data):
             spine = self.input if what == "input" else self.output_spine
-            self._read[what] = (keyset, data, (spine.inserted, spine.reshaped))
+            self._read[what] = (keyset, data, (spine.upper, spine.descriptions()))
         return data
 
     def _small(self, keyset: Any, data: Any) -> bool:
@@ -186,10 +186,10 @@ class CachedReads:
         kept = self._read.get(what)
         if kept is None:
             return
-        keyset, data, (inserted, reshaped) = kept
+        keyset, data, (upper, described) = kept
         s = self.settings
-        if spine.inserted != inserted + len(added) or (
-            spine.reshaped != reshaped
+        if spine.upper != upper + len(added) or (
+            not _appended(described, spine.descriptions())
             and (
                 len(keyset) > s.small_keys
                 or self._rows(data) > s.through_rows
@@ -207,4 +207,9 @@ class CachedReads:
             if not self._small(keyset, data):
                 del self._read[what]
                 return
-        self._read[what] = (keyset, data, (spine.inserted, spine.reshaped))
+        self._read[what] = (keyset, data, (spine.upper, spine.descriptions()))
+
+
+def _appended(before: list[Description], now: list[Description]) -> bool:
+    """Whether a trace's batches are as described ``before``, with batches appended."""
+    return len(now) >= len(before) and now[: len(before)] == before

@@ -28,6 +28,13 @@ of at most about ``merge_range_rows``; :class:`TraceSettings`), and the batches 
 answer lookups until it is done. A merge still in progress when a cascade reaches it is taken
 up into the new merge (its inputs join it), never finished at once.
 
+*Descriptions.* The spine counts its insertions, and describes each batch by the range of
+insertions it holds and the frontier its times were advanced to
+(:class:`~ddflow.differential.kernel.Description`): merges and compaction make a batch of the
+union of adjacent ranges. A reader compares descriptions, never batches: a join reads the trace
+as of before its new batches (those still held apart left out, the others subtracted), and a
+reduce's kept read is still valid while the descriptions it saw are a prefix of the trace's.
+
 The spine itself is runtime-agnostic: batches are opaque to it and every bulk operation goes
 through the runtime's kernels (``arrange``, ``merge``, ``lookup``, ``height``).
 """
@@ -39,6 +46,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
 from ddflow.differential.batch import DIFF
+from ddflow.differential.kernel import Description
 from ddflow.timely.lattice import Time, TimeType
 
 if TYPE_CHECKING:
@@ -82,8 +90,14 @@ class TraceSettings:
 class Merging:
     """A merge of adjacent batches done one range of keys at a time (see the module)."""
 
-    def __init__(self, inputs: Sequence[Any], size: int) -> None:
+    def __init__(
+        self, inputs: Sequence[Any], described: Sequence[Description], size: int, since: Any
+    ) -> None:
         self.inputs = list(inputs)
+        #: the descriptions of the inputs
+        self.described = list(described)
+        #: the description of the result
+        self.description = Description(described[0].lower, described[-1].upper, since)
         self.size = size
         self.start: Any = None  # the first key code not merged yet (None: from the first)
         self.pieces: list[Any] = []
@@ -108,7 +122,7 @@ class Merging:
 
     def result(self, spine: Spine) -> Any:
         """The merged batch (of a merge done): the merge lets go of its inputs and pieces."""
-        pieces, self.pieces, self.inputs = self.pieces, [], []
+        pieces, self.pieces, self.inputs, self.described = self.pieces, [], [], []
         return cast("SteppedMerges", spine.kernels).merge_pieces(pieces, spine.keys)
 
 
@@ -129,6 +143,8 @@ class Spine:
         self.keys = list(keys)
         self.batches: list[Any] = []
         self.sizes: list[int] = []
+        #: the batches' descriptions (of a merge in progress: of its result)
+        self.described: list[Description] = []
         self.since: list[Time] = [time_type.minimum()]
         self.handles: list[TraceHandle] = []
         self.empty = empty
@@ -141,14 +157,11 @@ class Spine:
         self.stepped_merges = kernels.capabilities.stepped_merges
         #: updates merged so far (a measure of the work compaction did)
         self.merged_records = 0
-        #: :meth:`parts`, kept until the batches change (read several times per step)
-        self._parts: list[Any] | None = None
-        #: batches inserted so far: a reader that knows what it read and which batches were
-        #: inserted since knows the trace's updates (merges and compaction change how they
-        #: are held, not what they accumulate to at times in advance of ``since``)
-        self.inserted = 0
-        #: merges and compactions begun or done so far (the batches held otherwise)
-        self.reshaped = 0
+        #: :meth:`parts` and :meth:`descriptions`, kept until the batches change (read
+        #: several times per step)
+        self._parts: tuple[list[Any], list[Description]] | None = None
+        #: batches inserted so far (the position of the next insertion)
+        self.upper = 0
 
     # ------------------------------------------------------------------ readers
 
@@ -170,13 +183,15 @@ class Spine:
 
     # ------------------------------------------------------------------ writing
 
-    def insert(self, batch: Any, height: int) -> None:
+    def insert(self, batch: Any, height: int) -> Description | None:
         """Append an arranged batch and restore the geometric invariant by merging; merges
-        in progress advance by ``fuel`` updates per update inserted."""
+        in progress advance by ``fuel`` updates per update inserted. The batch's
+        description (None: empty, not inserted)."""
         if height == 0:
-            return
+            return None
         self._parts = None
-        self.inserted += 1
+        description = Description(self.upper, self.upper + 1, tuple(self.since))
+        self.upper += 1
         for i in range(len(self.batches) - 1, -1, -1):
             b = self.batches[i]
             if type(b) is Merging:
@@ -185,9 +200,10 @@ class Spine:
                     self._settle(i)
         self.batches.append(batch)
         self.sizes.append(height)
+        self.described.append(description)
         settings = self.settings
         if len(self.sizes) < 2 or self.sizes[-2] > settings.merge_factor * self.sizes[-1]:
-            return
+            return description
         if height <= settings.tail_rows and self.small_tail:
             # a few small batches are left unmerged at the end (a small update inserts one
             # per operator step, and merging a few rows costs its fixed cost each time)
@@ -197,7 +213,7 @@ class Spine:
                     break
                 n, rows = n + 1, rows + size
             if n <= settings.tail_batches and rows <= settings.tail_rows:
-                return
+                return description
         # the batches a cascade of merges two at a time would reach (each merged batch at
         # least half its older neighbour), merged at once: each update is merged once per
         # cascade, not once per level, and a large merge never has to be finished at once
@@ -207,32 +223,30 @@ class Spine:
             total += self.sizes[i]
             i -= 1
         self._merge_from(i + 1)
+        return description
 
     def _merge_from(self, i: int) -> None:
         """Merge the batches from position ``i`` on into one (a :class:`Merging`, done in
         steps by later inserts, when large). A merge in progress among them is taken up
         whole: its inputs join the new merge (the ranges it merged are merged again)."""
-        self._reshaping()
-        inputs: list[Any] = []
-        for b in self.batches[i:]:
-            inputs += b.inputs if type(b) is Merging else [b]
+        self._parts = None
+        inputs, described = self._unfold(i)
         total = sum(self.sizes[i:])
-        del self.batches[i:], self.sizes[i:]
+        del self.batches[i:], self.sizes[i:], self.described[i:]
+        since = tuple(self.since)
         if total >= self.settings.fueled_rows and self.stepped_merges:
-            self.batches.append(Merging(inputs, total))
+            merging = Merging(inputs, described, total, since)
+            self.batches.append(merging)
             self.sizes.append(total)
+            self.described.append(merging.description)
             return
         merged = self.kernels.merge(inputs, self.time_type, self.since, self.sums, self.keys)
         self.merged_records += total
         h = self.kernels.height(merged)
-        if h:
+        if h:  # (a merge whose updates all cancel leaves no batch: see held_apart)
             self.batches.append(merged)
             self.sizes.append(h)
-
-    def _reshaping(self) -> None:
-        """The batches are about to be held otherwise (a merge begun or done, compaction)."""
-        self._parts = None
-        self.reshaped += 1
+            self.described.append(Description(described[0].lower, described[-1].upper, since))
 
     def _finish(self, i: int) -> bool:
         """Complete the merge in progress at position ``i``, if it is one (then True)."""
@@ -245,19 +259,19 @@ class Spine:
 
     def _settle(self, i: int) -> None:
         """Put the result of the completed merge at position ``i`` in its place."""
-        self._reshaping()
+        self._parts = None
         merged = self.batches[i].result(self)
         h = self.kernels.height(merged)
         if h:
             self.batches[i], self.sizes[i] = merged, h
         else:
-            del self.batches[i], self.sizes[i]
+            del self.batches[i], self.sizes[i], self.described[i]
 
     def compact(self) -> None:
         """Merge every batch into one, advancing all times to ``since``."""
         if not self.batches:
             return
-        self._reshaping()
+        self._parts = None
         for i in range(len(self.batches) - 1, -1, -1):
             self._finish(i)
         if not self.batches:  # (the merges finished cancelled every update)
@@ -265,37 +279,68 @@ class Spine:
         merged = self.kernels.merge(self.batches, self.time_type, self.since, self.sums, self.keys)
         self.merged_records += sum(self.sizes)
         h = self.kernels.height(merged)
-        self.batches, self.sizes = ([merged], [h]) if h else ([], [])
+        d = self.described
+        description = Description(d[0].lower, d[-1].upper, tuple(self.since))
+        self.batches, self.sizes, self.described = (
+            ([merged], [h], [description]) if h else ([], [], [])
+        )
 
     # ------------------------------------------------------------------ reading
 
-    def lookup(self, codes: Any, skip: Sequence[Any] = (), within: bool = False) -> Any:
-        """The updates of the keys with the given (sorted, unique) codes, from every batch
-        but those in ``skip`` (by identity: see :meth:`holds`). ``within``: a reader that
-        matches keys itself (a join) may get other keys' updates too, where the runtime
-        saves a copy by it (``lookup_within``)."""
+    def lookup(self, codes: Any, within: bool = False, apart_from: int | None = None) -> Any:
+        """The updates of the keys with the given (sorted, unique) codes. ``within``: a
+        reader that matches keys itself (a join) may get other keys' updates too, where the
+        runtime saves a copy by it (``lookup_within``). ``apart_from``: leave out the
+        batches that each hold one insertion at or after this position (see
+        :meth:`held_apart`)."""
         parts = self.parts()
-        if skip:
-            parts = [p for p in parts if not any(p is s for s in skip)]
+        if apart_from is not None:
+            parts = [
+                p
+                for p, d in zip(parts, self.descriptions(), strict=True)
+                if not (d.lower >= apart_from and d.upper == d.lower + 1)
+            ]
         if not parts:
             return self.empty
         return self.kernels.lookup_parts(parts, codes, within)
 
-    def holds(self, batch: Any) -> bool:
-        """Whether ``batch`` is one of the trace's batches as it was inserted (not merged into
-        another yet): leaving it out of a lookup then reads the trace as it was before."""
-        return any(p is batch for p in self.parts())
+    def held_apart(self, first: int) -> set[int]:
+        """The insertions from position ``first`` on still held as batches of their own.
+        The trace accumulates to the sum of its insertions, so leaving these out of a
+        lookup (``apart_from=first``) and subtracting the other insertions from ``first`` on
+        (merged into other batches, or cancelled by a merge that left no batch) reads the
+        trace as of its first ``first`` insertions."""
+        return {d.lower for d in self.descriptions() if d.lower >= first and d.upper == d.lower + 1}
 
     def parts(self) -> list[Any]:
         """The batches, with the inputs of each merge in progress. (One list until the
         batches change: the caller does not modify it.)"""
-        parts = self._parts
-        if parts is None:
-            parts = []
-            for b in self.batches:
-                parts += b.inputs if type(b) is Merging else [b]
-            self._parts = parts
-        return parts
+        return self._layout()[0]
+
+    def descriptions(self) -> list[Description]:
+        """The descriptions of :meth:`parts`, in their order (one list until the batches
+        change: the caller does not modify it)."""
+        return self._layout()[1]
+
+    def _layout(self) -> tuple[list[Any], list[Description]]:
+        layout = self._parts
+        if layout is None:
+            layout = self._parts = self._unfold(0)
+        return layout
+
+    def _unfold(self, i: int) -> tuple[list[Any], list[Description]]:
+        """The batches from position ``i`` on, each merge in progress as its inputs, and
+        their descriptions."""
+        parts: list[Any] = []
+        described: list[Description] = []
+        for b, d in zip(self.batches[i:], self.described[i:], strict=True):
+            if type(b) is Merging:
+                parts += b.inputs
+                described += b.described
+            else:
+                parts.append(b)
+                described.append(d)
+        return parts, described
 
     def contents(self) -> Any:
         """Every update of the trace (for tests and debugging)."""
@@ -323,12 +368,15 @@ class Spine:
         parts = sorted(
             (int(n.rsplit(".", 1)[1]), f) for n, f in frames.items() if n.startswith(f"{name}.")
         )
-        self._reshaping()
+        self._parts = None
+        since = tuple(self.since)
         for _, frame in parts:
             if frame.height:
                 batch = k.arrange(k.from_polars(frame), self.keys)
                 self.batches.append(batch)
                 self.sizes.append(k.height(batch))
+                self.described.append(Description(self.upper, self.upper + 1, since))
+                self.upper += 1
 
 
 class TraceHandle:
