@@ -4,6 +4,7 @@ reduce and its columns' types, and ``Dataflow.explain()`` shows it."""
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import pytest
@@ -43,12 +44,44 @@ def test_the_integer_family_s_aggregates_run_natively(
     assert _kinds(flow) == ["native" if native else "python"]
 
 
-def test_distinct_of_integers_runs_natively_and_threshold_in_python() -> None:
+def test_distinct_and_threshold_of_integers_run_natively() -> None:
     flow = _native_flow()
     xs = flow.input("xs", schema={"a": "int64", "b": "bool?"})
     xs.distinct().output()
     xs.threshold(lambda m: min(m, 1)).output()
-    assert _kinds(flow) == ["native", "python"]
+    flow.input("ys", schema={"a": "str"}).threshold(lambda m: m).output()
+    assert _kinds(flow) == ["native", "native", "python"]
+
+
+def _fails_at_three(m: int) -> int:
+    if m == 3:
+        raise ZeroDivisionError("three")
+    return m
+
+
+def test_a_threshold_function_that_fails_in_the_core_is_a_user_function_error() -> None:
+    """A threshold's function called from the native core: its exception comes back as the
+    Python reducer's does, a ``UserFunctionError`` naming the function and the line of the
+    ``threshold``; the epochs before are exact."""
+    flow = _native_flow()
+    xs = flow.input("xs", schema={"a": "int64"})
+    out = xs.threshold(_fails_at_three).output()
+    site = sys._getframe().f_lineno - 1
+    line = _fails_at_three.__code__.co_firstlineno
+    assert _kinds(flow) == ["native"]
+    xs.insert([1, 1, 2])
+    flow.advance_to(1)
+    flow.run()
+    snap = out.snapshot()
+    assert dict(zip(snap["a"].tolist(), snap["count"].tolist(), strict=True)) == {1: 2, 2: 1}
+    xs.insert([1])
+    flow.advance_to(2)
+    with pytest.raises(dd.UserFunctionError) as failed:
+        flow.run()
+    message = str(failed.value)
+    assert "_fails_at_three" in message and f"test_native_choice.py:{line}" in message
+    assert "ZeroDivisionError: three" in message
+    assert message.endswith(f"test_native_choice.py:{site} in {sys._getframe().f_code.co_name})")
 
 
 def test_by_default_every_reduce_runs_in_python() -> None:

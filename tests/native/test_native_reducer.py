@@ -45,13 +45,20 @@ SPECS: list[tuple[str, list[tuple[str, str, str | None]]]] = [
     ("agg", [("lo", "min", "a"), ("hi", "max", "b")]),
     ("agg", [("n", "count", None), ("lo", "min", "b"), ("s", "sum", "b")]),
     ("distinct", []),
+    ("threshold", []),
 ]
+
+
+def _thresholded(m: int) -> int:
+    """A threshold's function: not monotone, zero at 1, negative below zero."""
+    return -1 if m < 0 else min(m - 1, 2)
 
 
 def _spec(kind: str, aggs: list[Any], key_type: Any) -> tuple[ReduceSpec, dict[str, Any]]:
     source = {"k": key_type, "a": pl.Int64, "b": pl.Int32}
-    if kind == "distinct":
-        return ReduceSpec.of("distinct", ["k", "a"], out_types=source), source
+    if kind in ("distinct", "threshold"):
+        fn = _thresholded if kind == "threshold" else None
+        return ReduceSpec.of(kind, ["k", "a"], fn=fn, out_types=source), source
     out = {"k": key_type}
     for name, agg, column in aggs:
         out[name] = pl.Int64 if agg in ("count", "sum") else source[column]

@@ -65,6 +65,7 @@ fn logic(kind: &str, aggs: Vec<(String, Option<usize>)>) -> PyResult<Logic> {
         "agg_weights" => Ok(Logic::Weights(parsed)),
         "agg" => Ok(Logic::Values(parsed)),
         "distinct" => Ok(Logic::Distinct),
+        "threshold" => Ok(Logic::Threshold),
         other => Err(PyValueError::new_err(format!(
             "the native reducer has no reduce of kind {other:?}"
         ))),
@@ -294,16 +295,38 @@ impl Reducer {
 
     /// Evaluates the pending times complete at `frontier`: `None` if none was, else
     /// `(rows, columns)`: the corrections of the times with at most `small_rows` of them as
-    /// rows, the others as columns (see the module).
+    /// rows, the others as columns (see the module). A threshold's `multiplicities` maps a
+    /// list of multiplicities to the function's values at them (called once per evaluation,
+    /// with the GIL); where it raises, the times stay pending and the error propagates.
+    #[pyo3(signature = (frontier, small_rows, multiplicities=None))]
     fn evaluate<'py>(
         &mut self,
         py: Python<'py>,
         frontier: Vec<Vec<i64>>,
         small_rows: usize,
+        multiplicities: Option<Py<PyAny>>,
     ) -> PyResult<Option<(Bound<'py, PyList>, Bound<'py, PyList>)>> {
         let frontier = self.frontier(frontier)?;
         let core = &mut self.core;
-        let Some(out) = py.detach(|| core.evaluate(&frontier)) else {
+        let mapping = |ms: &[i64]| -> PyResult<Vec<i64>> {
+            Python::attach(|py| {
+                let Some(f) = &multiplicities else {
+                    return Err(PyValueError::new_err(
+                        "a threshold's evaluation needs its multiplicities function",
+                    ));
+                };
+                let values: Vec<i64> = f.bind(py).call1((ms.to_vec(),))?.extract()?;
+                if values.len() != ms.len() {
+                    return Err(PyValueError::new_err(format!(
+                        "a threshold's multiplicities: {} values for {} multiplicities",
+                        values.len(),
+                        ms.len()
+                    )));
+                }
+                Ok(values)
+            })
+        };
+        let Some(out) = py.detach(|| core.evaluate(&frontier, mapping))? else {
             return Ok(None);
         };
         let (small, large): (Vec<_>, Vec<_>) = out

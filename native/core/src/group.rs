@@ -6,8 +6,10 @@
 //! interpreter: `count` is the sum of the multiplicities, `sum(c)` the sum of
 //! `c × multiplicity` (wrapping in 64 bits; nulls add nothing), a group yields a row only when
 //! its count is positive, `min`/`max` range over the non-null values whose multiplicity in the
-//! group (summed over the updates holding the value) is positive, and `distinct` keeps the
-//! records of positive multiplicity once. Every group gives at most one row, of multiplicity 1.
+//! group (summed over the updates holding the value) is positive, `distinct` keeps the
+//! records of positive multiplicity once, and `threshold(fn)` gives each record of
+//! multiplicity `m` (not zero) the multiplicity `fn(m)`. Every group gives at most one row, of
+//! multiplicity 1 but for `threshold`'s.
 
 use crate::history::History;
 use crate::lattice::TimeType;
@@ -38,6 +40,10 @@ pub enum Logic {
     Values(Vec<Aggregate>),
     /// The records (keys, no values) of positive multiplicity, once.
     Distinct,
+    /// The records (keys, no values), each of multiplicity `m` (not zero) with the
+    /// multiplicity a function gives `m` (a user's, called by the evaluation with many
+    /// multiplicities at once).
+    Threshold,
 }
 
 impl Logic {
@@ -50,7 +56,7 @@ impl Logic {
     pub fn outputs(&self) -> usize {
         match self {
             Logic::Weights(a) | Logic::Values(a) => a.len(),
-            Logic::Distinct => 0,
+            Logic::Distinct | Logic::Threshold => 0,
         }
     }
 }
@@ -257,7 +263,7 @@ pub fn desired_row(
         s
     };
     match logic {
-        Logic::Distinct => {}
+        Logic::Distinct | Logic::Threshold => {}
         Logic::Weights(aggs) => row.extend(aggs.iter().map(|a| match a {
             Aggregate::Count => Some(count),
             Aggregate::Sum(c) => Some(sum(*c, true)),
@@ -278,13 +284,13 @@ pub fn desired_row(
     true
 }
 
-/// `desired (multiplicity 1) - output at t`, by output row, zeros left out: appended to
-/// `found` at time `t`.
+/// `desired - output at t`, by output row, zeros left out: appended to `found` at time `t`
+/// (`desired`: a row and its multiplicity).
 pub fn corrections(
     tt: &TimeType,
     output: &History,
     t: &[i64],
-    desired: Option<&[Option<i64>]>,
+    desired: Option<(&[Option<i64>], i64)>,
     scratch: &mut Scratch,
     found: &mut History,
 ) {
@@ -297,9 +303,9 @@ pub fn corrections(
         let mut m = run
             .iter()
             .fold(0i64, |m, &i| m.wrapping_add(output.diff(i)));
-        if desired.is_some_and(|d| output.row_is(run[0], d)) {
+        if let Some((_, mult)) = desired.filter(|(d, _)| output.row_is(run[0], d)) {
             desired = None;
-            m = m.wrapping_sub(1);
+            m = m.wrapping_sub(mult);
         }
         if m != 0 {
             let first = run[0];
@@ -310,7 +316,7 @@ pub fn corrections(
             );
         }
     }
-    if let Some(row) = desired {
-        found.push(row.iter().copied(), t, 1);
+    if let Some((row, mult)) = desired.filter(|&(_, mult)| mult != 0) {
+        found.push(row.iter().copied(), t, mult);
     }
 }

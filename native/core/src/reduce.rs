@@ -176,6 +176,29 @@ impl Pending {
     }
 }
 
+/// The input multiplicity of each pair (`pairs` sorted by key, then time) in `input`.
+fn multiplicities_of<'a>(
+    input: &Spine,
+    tt: &TimeType,
+    parts: &mut Vec<(usize, usize)>,
+    pairs: &[usize],
+    key: impl Fn(usize) -> &'a [Option<i64>],
+    time: impl Fn(usize) -> &'a [i64],
+) -> Vec<i64> {
+    let mut counts = Vec::with_capacity(pairs.len());
+    let mut cursor = input.cursor();
+    for group in pairs.chunk_by(|&a, &b| key(a) == key(b)) {
+        parts.clear();
+        input.locate(&mut cursor, key(group[0]), parts);
+        let located = Located {
+            spine: input,
+            parts,
+        };
+        counts.extend(group.iter().map(|&p| located.count(tt, time(p))));
+    }
+    counts
+}
+
 /// Buffers a step reuses from key to key.
 #[derive(Clone, Debug)]
 struct Work {
@@ -404,12 +427,19 @@ impl Reducer {
     }
 
     /// Evaluates the pending `(key, time)` pairs complete at `frontier`; `None` if there were
-    /// none, else the output corrections (also added to the output arrangement).
-    pub fn evaluate(&mut self, frontier: &Antichain) -> Option<Corrections> {
+    /// none, else the output corrections (also added to the output arrangement). For
+    /// [`Logic::Threshold`], `multiplicities` gives the function's values at the distinct
+    /// multiplicities of the records evaluated (called once, with them in increasing order);
+    /// where it fails, the pairs stay pending and its error is returned.
+    pub fn evaluate<E>(
+        &mut self,
+        frontier: &Antichain,
+        multiplicities: impl FnOnce(&[i64]) -> Result<Vec<i64>, E>,
+    ) -> Result<Option<Corrections>, E> {
         let tt = &self.tt;
         let ready = |t: &[i64]| !frontier.less_equal(tt, t);
         if !self.pending.counts.keys().any(|t| ready(t)) {
-            return None;
+            return Ok(None);
         }
         let (kw, w) = (self.key_width, tt.width());
         let (keys, times) = self.pending.take(kw, w, ready);
@@ -419,10 +449,31 @@ impl Reducer {
         let mut pairs: Vec<usize> = (0..times.len() / w).collect();
         pairs.sort_by(|&a, &b| key(a).cmp(key(b)).then_with(|| time(a).cmp(time(b))));
         pairs.dedup_by(|a, b| key(*a) == key(*b) && time(*a) == time(*b));
+        // a threshold's multiplicities: each pair's, and the function's at each
+        let (mut counts, mut mapped) = (Vec::new(), Vec::new());
+        if self.logic == Logic::Threshold {
+            counts = multiplicities_of(&self.input, tt, &mut self.work.parts, &pairs, key, time);
+            let mut distinct: Vec<i64> = counts.iter().copied().filter(|&m| m != 0).collect();
+            distinct.sort_unstable();
+            distinct.dedup();
+            match multiplicities(&distinct) {
+                Ok(values) => mapped = distinct.into_iter().zip(values).collect(),
+                Err(e) => {
+                    let from = self.pending.times.len();
+                    for p in 0..times.len() / w {
+                        self.pending.push(key(p), time(p));
+                    }
+                    self.pending.count_from(from, w);
+                    return Err(e);
+                }
+            }
+        }
         let work = &mut self.work;
         let mut step_keys: Vec<Option<i64>> = Vec::new();
         let mut step = History::new(self.logic.outputs(), w);
         let (mut ci, mut co) = (self.input.cursor(), self.output.cursor());
+        // (a pair's place in `pairs`)
+        let mut at = 0usize;
         for group in pairs.chunk_by(|&a, &b| key(a) == key(b)) {
             let k = key(group[0]);
             work.parts.clear();
@@ -436,9 +487,21 @@ impl Reducer {
             for &p in group {
                 let t = time(p);
                 self.evaluated += 1;
-                let some = desired_row(&self.logic, tt, input, t, &mut work.group, &mut work.row);
+                let desired = if self.logic == Logic::Threshold {
+                    let m = counts[at];
+                    let mult = if m == 0 {
+                        0
+                    } else {
+                        mapped[mapped.partition_point(|&(x, _)| x < m)].1
+                    };
+                    work.row.clear();
+                    Some((work.row.as_slice(), mult))
+                } else {
+                    desired_row(&self.logic, tt, input, t, &mut work.group, &mut work.row)
+                        .then_some((work.row.as_slice(), 1))
+                };
+                at += 1;
                 work.found.clear();
-                let desired = some.then_some(work.row.as_slice());
                 corrections(tt, &work.out, t, desired, &mut work.group, &mut work.found);
                 work.out.extend(&work.found);
                 step.extend(&work.found);
@@ -469,7 +532,7 @@ impl Reducer {
             out.keys.extend_from_slice(row_key(i));
             out.updates.push_from(&step, i);
         }
-        Some(out)
+        Ok(Some(out))
     }
 
     /// The arrangements may be advanced to `frontier` from now on; `fuel` (about the updates
@@ -563,9 +626,31 @@ mod tests {
             .collect()
     }
 
+    /// The threshold function of the tests: not monotone, zero at 1, negative below zero.
+    fn thresholded(m: i64) -> i64 {
+        if m < 0 {
+            -1
+        } else {
+            (m - 1).min(2)
+        }
+    }
+
+    /// Evaluates as the operator does, with [`thresholded`] as a threshold's function.
+    fn evaluate(r: &mut Reducer, frontier: &Antichain) -> Option<Corrections> {
+        let f = |ms: &[i64]| Ok::<_, ()>(ms.iter().map(|&m| thresholded(m)).collect());
+        r.evaluate(frontier, f).expect("the function never fails")
+    }
+
     /// The desired output rows of a group (its accumulation) under `logic`.
     fn apply(logic: &Logic, group: &[(Row, i64)]) -> Vec<(Row, i64)> {
         match logic {
+            Logic::Threshold => {
+                let count = group.iter().fold(0i64, |c, (_, m)| c.wrapping_add(*m));
+                match if count == 0 { 0 } else { thresholded(count) } {
+                    0 => Vec::new(),
+                    m => vec![(Vec::new(), m)],
+                }
+            }
             Logic::Distinct => {
                 let count = group
                     .iter()
@@ -671,6 +756,7 @@ mod tests {
     fn logics() -> impl Strategy<Value = Logic> {
         prop_oneof![
             Just(Logic::Distinct),
+            Just(Logic::Threshold),
             Just(Logic::Values(vec![
                 Aggregate::Count,
                 Aggregate::Sum(0),
@@ -719,7 +805,7 @@ mod tests {
             };
             let w = tt.width();
             let arity = match &logic {
-                Logic::Distinct => 0,
+                Logic::Distinct | Logic::Threshold => 0,
                 Logic::Weights(_) => 1,
                 Logic::Values(_) => 2,
             };
@@ -731,7 +817,7 @@ mod tests {
                     .iter()
                     .map(|(k, v, i, d)| {
                         let values: Row = match &logic {
-                            Logic::Distinct => Vec::new(),
+                            Logic::Distinct | Logic::Threshold => Vec::new(),
                             Logic::Weights(_) => vec![Some(v[1] * d)],
                             Logic::Values(_) => {
                                 vec![if v[0] < 0 { None } else { Some(v[0]) }, Some(v[1])]
@@ -753,7 +839,7 @@ mod tests {
                     f
                 }
                 .as_slice()]);
-                while r.evaluate(&frontier).is_some() {}
+                while evaluate(&mut r, &frontier).is_some() {}
                 // the epoch's times, then (compacted to the frontier) the next epoch's
                 for at in [epoch, epoch + 1] {
                     if at > epoch {
@@ -787,11 +873,45 @@ mod tests {
             }
             r.take(batch);
             let f = Antichain::from_times(&tt, [[e + 1].as_slice()]);
-            while r.evaluate(&f).is_some() {}
+            while evaluate(&mut r, &f).is_some() {}
             r.set_since(&f, 4);
         }
         let (input, output) = r.sizes();
         assert!(input <= 6, "{input} input updates held");
         assert!(output <= 2, "{output} output updates held");
+    }
+
+    #[test]
+    fn a_failing_threshold_function_leaves_its_pairs_pending() {
+        let tt = TimeType::epochs();
+        let mut r = Reducer::new(tt.clone(), Logic::Threshold, 1, 0);
+        r.take(vec![
+            (vec![Some(1)], vec![], vec![0], 2),
+            (vec![Some(2)], vec![], vec![0], 1),
+        ]);
+        let f = Antichain::from_times(&tt, [[1].as_slice()]);
+        let mut asked = Vec::new();
+        let failed = r.evaluate(&f, |ms| {
+            asked.extend_from_slice(ms);
+            Err("no")
+        });
+        assert_eq!(failed.expect_err("the function failed"), "no");
+        assert_eq!(asked, [1, 2]);
+        assert_eq!(r.pending(), vec![vec![0]]);
+        let out = evaluate(&mut r, &f).expect("the pairs are still pending");
+        assert_eq!(out.updates.len(), 1); // (key 1: thresholded(2) = 1; key 2: 0)
+        assert_eq!(
+            output_at(&tt, &r, &[0]),
+            brute(
+                &tt,
+                &Logic::Threshold,
+                &[
+                    (vec![Some(1)], vec![], vec![0], 2),
+                    (vec![Some(2)], vec![], vec![0], 1),
+                ],
+                &[0]
+            )
+        );
+        assert!(evaluate(&mut r, &f).is_none());
     }
 }

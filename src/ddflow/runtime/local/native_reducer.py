@@ -7,10 +7,12 @@ the evaluation live in the core, and a step crosses into it once per input batch
 evaluation round and once to compact, instead of once per kernel.
 
 :func:`native_applies` says which reduces the core covers: ``count``, ``sum``, ``min`` and
-``max`` aggregates and ``distinct``, with keys and values of the integer family (``int64``,
-``int32``, ``bool``, ``date``, ``datetime``), nulls included. The others (floats, strings,
-lists, ``mean``, ``top_k``, ``arg_max``, ``threshold``, ``reduce``) run in Python; the
-choice is made once, when the dataflow is built.
+``max`` aggregates, ``distinct`` and ``threshold``, with keys and values of the integer family
+(``int64``, ``int32``, ``bool``, ``date``, ``datetime``), nulls included. The others (floats,
+strings, lists, ``mean``, ``top_k``, ``arg_max``, ``reduce``) run in Python; the choice is
+made once, when the dataflow is built. A threshold's function is called from the core once
+per evaluation, with the distinct multiplicities of the records evaluated, in increasing
+order (:meth:`NativeReducer._multiplicities`).
 
 Batches cross as columns (a frame's columns as Arrow ``int64`` arrays, through the Arrow C
 data interface) or, for a few updates held as Python rows, as the rows' tuples; corrections come
@@ -62,7 +64,7 @@ def _source_columns(spec: ReduceSpec) -> list[str]:
 def native_applies(spec: ReduceSpec, source: dict[str, Any]) -> bool:
     """Whether the core covers the reduce ``spec`` over input columns of the dtypes
     ``source`` (see the module)."""
-    if spec.kind not in ("agg_weights", "agg", "distinct"):
+    if spec.kind not in ("agg_weights", "agg", "distinct", "threshold"):
         return False
     if any(kind not in _AGGREGATES for _, kind, _ in spec.aggs):
         return False
@@ -140,6 +142,8 @@ class NativeReducer:
         )
         self.skipped = 0
         self._taken = 0
+        #: what the core calls for a threshold's multiplicities (None: no threshold)
+        self._mapping = self._multiplicities if spec.kind == "threshold" else None
 
     @property
     def evaluated(self) -> int:
@@ -190,7 +194,7 @@ class NativeReducer:
         return [tuple(t) for t in self.core.pending()]
 
     def evaluate(self, frontier: Sequence[Time]) -> list[tuple[Time, Batch]] | None:
-        out = self.core.evaluate([list(f) for f in frontier], self.small_rows)
+        out = self.core.evaluate([list(f) for f in frontier], self.small_rows, self._mapping)
         if out is None:
             return None
         small, large = out
@@ -205,6 +209,13 @@ class NativeReducer:
             result.append((tuple(t), k.from_polars(self._frame(t, n, columns, diffs))))
         result.sort(key=lambda tb: tb[0])
         return result
+
+    def _multiplicities(self, counts: list[int]) -> list[int]:
+        """A threshold's function at each multiplicity (an exception it raises propagates
+        through the core, which leaves the times pending)."""
+        fn = self.spec.fn
+        assert fn is not None
+        return [int(fn(m)) for m in counts]
 
     def _frame(self, t: Sequence[int], n: int, columns: list[Any], diffs: bytes) -> pl.DataFrame:
         data: dict[str, pl.Series] = {}
