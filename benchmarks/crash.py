@@ -6,11 +6,13 @@ the pipeline of :mod:`benchmarks.crash_child` once whole (the reference), then r
 killing it three times, each time once a few more epochs have completed and a random few
 milliseconds later (while it runs an epoch, writes its sinks or writes a checkpoint), and
 restarts it until it finishes. Its change logs and snapshot must equal the reference's:
-nothing lost, nothing written twice. ``kills_while`` counts where the kills landed, from what
-they left behind (a checkpoint's or a sink's temporary files). Trials alternate between
-``checkpoint_every`` 1 and 3 and between the configurations of ``CRASH_WORKERS`` (default
-``1,2,2p,1n``: one worker, two in one process, two processes, one worker with the reduces in
-the native core); ``CRASH_TRIALS`` (default 100) and
+nothing lost, nothing written twice. A ``subscribe`` callback, which is at-least-once across a
+crash, must have been given every epoch, and after a restore only epochs after the checkpoint;
+``redelivered_epochs`` counts those it was given twice. ``kills_while`` counts where the kills
+landed, from what they left behind (a checkpoint's or a sink's temporary files). Trials
+alternate between ``checkpoint_every`` 1 and 3 and between the configurations of
+``CRASH_WORKERS`` (default ``1,2,2p,1n``: one worker, two in one process, two processes, one
+worker with the reduces in the native core); ``CRASH_TRIALS`` (default 100) and
 ``CRASH_SPARK_TRIALS`` (default 3: two workers hosted by Spark, a session started at every
 restart) set how many.
 """
@@ -109,6 +111,13 @@ class Child:
                 break
         return seen
 
+    def rest(self) -> list[list[str]]:
+        """The lines not read yet, once the process has ended (its reader puts None last)."""
+        lines: list[list[str]] = []
+        while (line := self.lines.get(timeout=60)) is not None:
+            lines.append(line)
+        return lines
+
     def kill(self) -> None:
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGKILL)
@@ -157,17 +166,42 @@ def _landed(before: dict[str, set[str]], after: dict[str, set[str]]) -> str:
     return "epoch"
 
 
+def _subscribed_at_least_once(whole: list[list[str]], runs: list[list[list[str]]]) -> int:
+    """The ``subscribe`` contract across crashes: every epoch the uninterrupted run's
+    callback got, the restarted runs' got at least once, and a run restored from a
+    checkpoint of epoch ``r`` is called with epochs after ``r`` only (what was delivered
+    after the checkpoint and before the crash is delivered again). The epochs delivered
+    twice."""
+
+    def said(lines: list[list[str]], what: str) -> list[str]:
+        # (a run killed while printing may leave half a line)
+        return [line[1] for line in lines if len(line) == 2 and line[0] == what]
+
+    want = {int(e) for e in said(whole, "epoch")}
+    got: list[int] = []
+    for lines in runs:
+        starts = said(lines, "restored")
+        epochs = [int(e) for e in said(lines, "epoch") if e.isdigit()]
+        if starts and starts[0] != "None":
+            assert all(e > int(starts[0]) for e in epochs), (starts, epochs)
+        got += epochs
+    assert set(got) == want, f"subscribe delivered {sorted(set(got))}, not {sorted(want)}"
+    return len(got) - len(set(got))
+
+
 def trial(root: str, every: int, workers: str, seed: int) -> dict[str, Any]:
     """One trial in ``root`` (see the module): where its kills landed and what it restored;
     raises AssertionError if it ends otherwise than the reference."""
     folder = os.path.join(root, "in")
     write_epochs(folder, EPOCHS, seed)
     reference = os.path.join(root, "reference")
-    Child(folder, reference, os.path.join(root, "ref-ckpt"), every, workers).finish()
+    whole = Child(folder, reference, os.path.join(root, "ref-ckpt"), every, workers)
+    whole.finish()
     out, checkpoints = os.path.join(root, "out"), os.path.join(root, "ckpt")
     rng = random.Random(seed)
     restored: list[str] = []
     landed: list[str] = []
+    runs: list[list[list[str]]] = []  # (each run's lines)
     for _ in range(KILLS):
         child = Child(folder, out, checkpoints, every, workers)
         lines = child.until(every + 1 + rng.randrange(0, 3))
@@ -176,11 +210,14 @@ def trial(root: str, every: int, workers: str, seed: int) -> dict[str, Any]:
         time.sleep(rng.uniform(0, 0.03))
         child.kill()
         landed.append(_landed(before, _temporary(out, checkpoints)))
+        runs.append([line for line in lines if line] + child.rest())
     child = Child(folder, out, checkpoints, every, workers)
     child.finish()
+    runs.append(child.rest())
     assert any(epoch != "None" for epoch in restored), f"never restored: {restored}"
     assert outcome(out) == outcome(reference), f"differs after restores from {restored}"
-    return {"restored": restored, "landed": landed}
+    redelivered = _subscribed_at_least_once(whole.rest(), runs)
+    return {"restored": restored, "landed": landed, "redelivered": redelivered}
 
 
 def run(quick: bool = False) -> dict[str, Any]:
@@ -202,6 +239,7 @@ def run(quick: bool = False) -> dict[str, Any]:
             r["passed"] += 1
             for where in got["landed"]:
                 r["kills_while"][where] = r["kills_while"].get(where, 0) + 1
+            r["redelivered_epochs"] = r.get("redelivered_epochs", 0) + got["redelivered"]
         except AssertionError as e:
             failures.append(f"trial {i} ({key}, every {every}): {e}")
         finally:

@@ -21,6 +21,7 @@ __all__ = [
     "CBPError",
     "CallSite",
     "ClosedInputError",
+    "ConfigurationError",
     "DDFlowError",
     "DataflowFailedError",
     "ExpressionError",
@@ -32,6 +33,7 @@ __all__ = [
     "UserFunctionError",
     "WorkerError",
     "call_site",
+    "function_text",
 ]
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
@@ -74,6 +76,22 @@ def call_site() -> CallSite | None:
     return None
 
 
+def function_text(kind: str, fn: object) -> str:
+    """How an error names a user's function: its kind, name and where it is defined.
+
+    >>> def double(r):
+    ...     return r
+    >>> function_text("map", double).startswith("the map function double (defined at ")
+    True
+    """
+    code = getattr(fn, "__code__", None)
+    if code is None:  # (a callable object: its __call__)
+        code = getattr(type(fn).__dict__.get("__call__"), "__code__", None)
+    name = getattr(fn, "__name__", None) or type(fn).__name__
+    where = f" (defined at {code.co_filename}:{code.co_firstlineno})" if code is not None else ""
+    return f"the {kind} function {name}{where}"
+
+
 class DDFlowError(Exception):
     """Base class of every error ddflow raises for a user's mistake."""
 
@@ -89,6 +107,11 @@ class SchemaError(DDFlowError, TypeError):
 
 class ExpressionError(DDFlowError, TypeError):
     """A column expression that cannot be compiled against its input's schema."""
+
+
+class ConfigurationError(DDFlowError, ValueError):
+    """A setting a constructor cannot take: ``Dataflow(workers=0)``, a ``checkpoint_every``
+    without a ``checkpoint`` directory, more Spark workers than the session has task slots."""
 
 
 class InputError(DDFlowError, ValueError):

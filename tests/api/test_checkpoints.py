@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import sys
 from pathlib import Path
 
 import networkx as nx
@@ -276,6 +277,30 @@ def test_a_damaged_checkpoint_is_skipped_for_the_one_before(tmp_path, damage):
     with pytest.warns(RuntimeWarning, match=r"epoch=000000002 is skipped"):
         assert again.restore() == 1
     assert sorted(out.snapshot_polars(1).rows()) == [(0, 1, 1), (1, 1, 1), (7, 2, 1)]
+
+
+def test_when_every_checkpoint_is_damaged_restore_refuses_listing_each(tmp_path):
+    """Regression: with every checkpoint damaged, ``restore()`` returned None (with
+    warnings), as when there is none, and a program that ignored warnings started again from
+    epoch 0. It raises, naming each checkpoint and what is wrong with it."""
+    flow, xs, _ = count_flow(tmp_path)
+    run_epochs(flow, xs, 2)
+    flow.checkpoint()
+    run_epochs(flow, xs, 1, start=2)
+    flow.checkpoint()
+    older = os.path.join(tmp_path, "epoch=000000001")
+    newest = os.path.join(tmp_path, "epoch=000000002")
+    flip_a_byte(os.path.join(older, sorted(manifest(older)["files"])[0]))
+    (Path(newest) / "manifest.json").write_text("{not json")
+    again, _, _ = count_flow(tmp_path)
+    line = sys._getframe().f_lineno + 2
+    with pytest.warns(RuntimeWarning), pytest.raises(dd.CheckpointError) as info:
+        again.restore()
+    message = str(info.value)
+    assert "every checkpoint" in message and "damaged" in message
+    assert f"{newest}: its manifest cannot be read" in message
+    assert f"{older}: " in message and "does not match its checksum" in message
+    assert info.value.site is not None and info.value.site.lineno == line
 
 
 def test_a_checkpoint_of_another_plan_is_refused_naming_the_difference(tmp_path):

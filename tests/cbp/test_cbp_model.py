@@ -8,6 +8,7 @@ flows to and from differential operators, and the errors."""
 from __future__ import annotations
 
 import collections
+import sys
 
 import pytest
 from cbp_runtimes import RUNTIMES, new_flow
@@ -512,19 +513,53 @@ def test_runnable_naming_an_increment_that_does_not_exist_is_named():
             flow.run()
 
 
-def test_a_retraction_on_a_flow_is_refused():
+def test_a_retraction_on_a_flow_is_refused_at_the_remove_that_sent_it():
+    """An input a stage reads as a flow: a remove that retracts a record of an earlier epoch
+    is refused at its line, and nothing of it is accepted; a record inserted and removed in
+    one epoch cancels."""
+
+    def translate(key, state, flows, out):
+        out.write("out", (key, len(flows["xs"])))
+
+    flow, xs, out = erring_flow(translate)
+    with flow:
+        xs.insert([(1,)])
+        xs.advance_to(1)
+        flow.run()
+        line = sys._getframe().f_lineno + 2
+        with pytest.raises(dd.CBPError, match=r"remove on input 'xs' retracts \(1,\)") as info:
+            xs.remove([(1,)])
+        assert "in epoch 1" in str(info.value) and info.value.site.lineno == line
+        xs.insert([(2,), (3,)])
+        xs.remove([(3,)])  # (cancels the insertion of this epoch)
+        xs.advance_to(2)
+        flow.run()
+        assert sorted(map(tuple, out.snapshot(epoch=1)[["k", "n"]].values.tolist())) == [
+            (1, 1),
+            (2, 1),
+        ]
+
+
+def test_a_retraction_on_a_derived_flow_is_refused_at_the_stage():
+    """A flow that is not an input (here a selection of one) is checked as its increments
+    arrive: the retraction is reported at the stage's line, naming the flow and epoch."""
+
     def translate(key, state, flows, out):
         pass
 
-    flow, xs, _ = erring_flow(translate)
+    flow = dd.Dataflow()
+    xs = flow.input("xs", schema={"k": "int64"})
+    line = sys._getframe().f_lineno + 1
+    cbp.stage("bad", translate, key={"k": "int64"}, inputs={"xs": xs.select("k")})
     with flow:
         xs.insert([(1,)])
         xs.advance_to(1)
         flow.run()
         xs.remove([(1,)])
         xs.advance_to(2)
-        with pytest.raises(dd.CBPError, match=r"retracted \(1,\) in epoch 1"):
+        with pytest.raises(dd.CBPError, match=r"retracted \(1,\) in epoch 1") as info:
             flow.run()
+    assert f"test_cbp_model.py:{line}" in str(info.value)
 
 
 def test_a_failing_translate_loses_nothing_accepted(tmp_path):

@@ -65,11 +65,13 @@ def test_components_on_hosted_workers_then_the_stage_ends_with_the_block(spark):
 
 
 def test_more_workers_than_the_slots_allow_are_refused_saying_how_many(spark):
-    flow = dd.Dataflow(runtime=dd.SparkRuntime(spark, workers=3))
-    edges, _ = components(flow)
-    edges.insert([(1, 2)])
-    with pytest.raises(dd.WorkerError, match=r"needs 2 task slots .* has 2: use workers=2 at most"):
-        flow.run()
+    """A local session's task slots are fixed: too many workers are refused at the
+    ``SparkRuntime(...)`` that asks for them, naming its line."""
+    with pytest.raises(
+        dd.ConfigurationError, match=r"needs 2 task slots .* has 2: use workers=2 at most"
+    ) as info:
+        dd.SparkRuntime(spark, workers=3)
+    assert info.value.site is not None and info.value.site.filename == __file__
 
 
 def test_a_worker_killed_with_its_task_makes_run_raise_naming_it(spark):
@@ -100,13 +102,13 @@ def test_a_worker_killed_with_its_task_makes_run_raise_naming_it(spark):
 
 
 def test_the_workers_number_is_given_once():
-    with pytest.raises(ValueError, match="differ"):
+    with pytest.raises(dd.ConfigurationError, match="differ"):
         dd.Dataflow(runtime=SimpleNamespace(workers=2, kernels=None), workers=3)
 
 
 @pytest.mark.parametrize("workers", [0, -1, True, 1.5])
 def test_a_bad_number_of_workers_is_refused(spark, workers):
-    with pytest.raises(ValueError, match="number of workers >= 1"):
+    with pytest.raises(dd.ConfigurationError, match="number of workers >= 1"):
         dd.SparkRuntime(spark, workers=workers)
 
 
@@ -131,10 +133,10 @@ def test_task_slots_of_local_and_cluster_masters():
 
 def test_dynamic_allocation_is_refused_before_anything_starts():
     session = conf("spark://host:7077", **{"spark.dynamicAllocation.enabled": "true"})
-    with pytest.raises(dd.WorkerError, match=r"dynamicAllocation\.enabled=false"):
+    with pytest.raises(dd.ConfigurationError, match=r"dynamicAllocation\.enabled=false"):
         HostedWorkers(session, 2).check()
     HostedWorkers(conf("spark://host:7077"), 16).check()  # (15 tasks, 16 slots: one free)
-    with pytest.raises(dd.WorkerError, match="has 16"):
+    with pytest.raises(dd.ConfigurationError, match="has 16"):
         HostedWorkers(conf("spark://host:7077"), 17).check()
 
 

@@ -242,11 +242,15 @@ def _read(directory: str, name: str) -> dict[str, Any]:
 
 def restore(flow: Dataflow, directory: str) -> int | None:
     """Restore ``flow`` to the newest whole checkpoint in ``directory``; its epoch (None if
-    there is none)."""
+    there is none). Damaged checkpoints are skipped with a warning for the one before; where
+    every one is damaged, :class:`CheckpointError` lists what is wrong with each (a program
+    must not start again from epoch 0 as if there had been none)."""
+    damaged: list[str] = []
     for name in reversed(checkpoints(directory)):
         try:
             manifest = _read(directory, name)
         except ValueError as e:
+            damaged.append(f"{os.path.join(directory, name)}: {e}")
             warnings.warn(
                 f"checkpoint {os.path.join(directory, name)} is skipped: {e}",
                 RuntimeWarning,
@@ -256,6 +260,11 @@ def restore(flow: Dataflow, directory: str) -> int | None:
         _check_plan(flow, manifest)
         _load(flow, os.path.join(directory, name), manifest)
         return int(manifest["epoch"])
+    if damaged:
+        raise CheckpointError(
+            f"every checkpoint in {directory} is damaged, so none can be restored; start "
+            "from epoch 0 only by removing them. " + "; ".join(damaged)
+        )
     return None
 
 

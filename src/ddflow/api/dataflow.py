@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import os
 import sys
+import tempfile
 import time as _time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -37,6 +38,7 @@ from ddflow.api.outputs import Output, Probe
 from ddflow.errors import (
     CallSite,
     CheckpointError,
+    ConfigurationError,
     DataflowFailedError,
     DDFlowError,
     GraphError,
@@ -80,17 +82,21 @@ class Dataflow:
         checkpoint_every: int | None = None,
         keep: int = 2,
     ) -> None:
+        site = call_site()
         self.runtime = runtime if runtime is not None else LocalRuntime()
         self.kernels = self.runtime.kernels
         hosted = getattr(self.runtime, "workers", None)
         if hosted is not None and workers is not None and workers != hosted:
-            raise ValueError(
+            raise ConfigurationError(
                 f"Dataflow(workers={workers}) and its runtime's workers={hosted} differ: give "
-                "the number once"
+                "the number once",
+                site=site,
             )
         #: how many workers split every keyed operator (see :mod:`ddflow.runtime.workers`;
         #: a runtime that hosts workers, ``SparkRuntime(spark, workers=N)``, says how many)
-        self.workers = _check_workers(hosted or (1 if workers is None else workers), self.kernels)
+        self.workers = _check_workers(
+            hosted or (1 if workers is None else workers), self.kernels, site
+        )
         #: whether workers other than 0 are processes of their own (``False``: they all run
         #: in this process, one after another, for debugging; the results are the same)
         self.processes = bool(processes)
@@ -116,14 +122,17 @@ class Dataflow:
             or not isinstance(checkpoint_every, int)
             or checkpoint_every < 1
         ):
-            raise ValueError(
+            raise ConfigurationError(
                 "Dataflow(checkpoint_every=N) takes a number of epochs >= 1, with "
-                "checkpoint=DIR naming where checkpoints go"
+                "checkpoint=DIR naming where checkpoints go",
+                site=site,
             )
         if isinstance(keep, bool) or not isinstance(keep, int) or keep < 1:
-            raise ValueError(f"Dataflow(keep=...) takes a number of checkpoints >= 1, got {keep!r}")
+            raise ConfigurationError(
+                f"Dataflow(keep=...) takes a number of checkpoints >= 1, got {keep!r}", site=site
+            )
         #: where checkpoints are written and restored from (see :meth:`checkpoint`)
-        self.checkpoint_dir = None if checkpoint is None else os.fspath(checkpoint)
+        self.checkpoint_dir = None if checkpoint is None else _checkpoint_dir(checkpoint, site)
         self.checkpoint_every = checkpoint_every
         self.keep = keep
         #: the epoch of the last checkpoint written or restored
@@ -511,13 +520,45 @@ class Dataflow:
         return max([h.epoch for h in self.inputs.values()] or [0])
 
 
-def _check_workers(workers: Any, kernels: Any) -> int:
+def _checkpoint_dir(checkpoint: Any, site: CallSite | None) -> str:
+    """``Dataflow(checkpoint=...)``'s directory, made if missing and tried with a file of its
+    own: a path that cannot hold checkpoints is refused where it is given, not at every
+    ``run()``."""
+    try:
+        path = os.fspath(checkpoint)
+    except TypeError:
+        raise CheckpointError(
+            f"Dataflow(checkpoint=...) takes a directory's path, got {checkpoint!r}", site=site
+        ) from None
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise CheckpointError(
+            f"Dataflow(checkpoint={path!r}): the checkpoint path is a file, not a directory",
+            site=site,
+        )
+    try:
+        os.makedirs(path, exist_ok=True)
+        fd, probe = tempfile.mkstemp(prefix=".ddflow-probe-", dir=path)
+        os.close(fd)
+        os.remove(probe)
+    except OSError as e:
+        raise CheckpointError(
+            f"Dataflow(checkpoint={path!r}): the checkpoint directory cannot be written "
+            f"({e.strerror or e})",
+            site=site,
+        ) from None
+    return path
+
+
+def _check_workers(workers: Any, kernels: Any, site: CallSite | None) -> int:
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
-        raise ValueError(f"Dataflow(workers=...) takes a number of workers >= 1, got {workers!r}")
+        raise ConfigurationError(
+            f"Dataflow(workers=...) takes a number of workers >= 1, got {workers!r}", site=site
+        )
     if workers > 1 and not kernels.capabilities.partitions:
-        raise ValueError(
+        raise ConfigurationError(
             f"Dataflow(workers={workers}): the {kernels.name} runtime runs one worker; "
-            "use the embedded runtime (the default) for several"
+            "use the embedded runtime (the default) for several",
+            site=site,
         )
     return workers
 

@@ -20,6 +20,7 @@ from ddflow.api.multiplicities import Multiplicities
 from ddflow.differential.batch import DIFF
 from ddflow.errors import (
     CallSite,
+    CBPError,
     ClosedInputError,
     DDFlowError,
     InputError,
@@ -92,6 +93,12 @@ class InputCollection(Collection):
         #: the latest epoch of updates the dataflow has taken (see ddflow.api.checkpoints)
         self._entered = -1
         self._batch_columns: dict[str, Any] | None = None
+        #: the CBP stages that read this input as a flow, ``(stage, flow)``: a flow carries
+        #: records added, so a call that retracts a record of an earlier epoch is refused at
+        #: its line (:meth:`_check_cbp`)
+        self._cbp_readers: list[tuple[str, str]] = []
+        #: with such readers, each record's net change in the current epoch (none at zero)
+        self._epoch_net: dict[tuple[Any, ...], int] = {}
 
     @property
     def epoch(self) -> int:
@@ -235,8 +242,45 @@ class InputCollection(Collection):
     ) -> None:
         """Buffer a call's updates, once checked."""
         if data.height:
+            net = self._check_cbp(data, diff, site, what)
             self._check(data, diff, site, what)
             self._buffer.append((data, diff))
+            for record, change in (net or {}).items():
+                total = self._epoch_net.get(record, 0) + change
+                if total:
+                    self._epoch_net[record] = total
+                else:
+                    self._epoch_net.pop(record, None)
+
+    def _check_cbp(
+        self, data: pl.DataFrame, diff: int | pl.Series, site: CallSite | None, what: str
+    ) -> dict[tuple[Any, ...], int] | None:
+        """For an input a CBP stage reads: this call's net change of each record, or a
+        :class:`~ddflow.errors.CBPError` at the user's line where the call retracts a record
+        (a record inserted and removed in one epoch cancel)."""
+        if not self._cbp_readers:
+            return None
+        changes = self._changes(data, diff)
+        for record, change in changes.items():
+            if self._epoch_net.get(record, 0) + change < 0:
+                stage, flow = self._cbp_readers[0]
+                raise CBPError(
+                    f"{what} on input {self.name!r} retracts {record!r} in epoch "
+                    f"{self._epoch}, which CBP stage {stage!r} reads as its flow {flow!r}: a "
+                    "CBP flow carries records added, not retractions (feed it a "
+                    "collection's insertions, or keep the change in state); nothing of this "
+                    "call was accepted",
+                    site=site,
+                )
+        return changes
+
+    @staticmethod
+    def _changes(data: pl.DataFrame, diff: int | pl.Series) -> dict[tuple[Any, ...], int]:
+        changes: dict[tuple[Any, ...], int] = {}
+        diffs = [diff] * data.height if isinstance(diff, int) else diff.to_list()
+        for record, d in zip(data.iter_rows(), diffs, strict=True):
+            changes[record] = changes.get(record, 0) + d
+        return changes
 
     def _check(
         self, data: pl.DataFrame, diff: int | pl.Series, site: CallSite | None, what: str
@@ -302,6 +346,7 @@ class InputCollection(Collection):
     def _advance(self, epoch: int, site: CallSite | None) -> None:
         self._flush()
         self._epoch = epoch
+        self._epoch_net = {}
         self._activate()
 
     def advance_to(self, epoch: int) -> None:

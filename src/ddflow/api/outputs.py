@@ -87,8 +87,15 @@ class Output:
         return self._log.frames()
 
     def subscribe(self, callback: Callable[[pd.DataFrame], None]) -> None:
-        """Call ``callback`` with each completed epoch's non-empty changes (a pandas DataFrame of
-        the columns plus ``time`` and ``diff``)."""
+        """Call ``callback`` with each completed epoch's non-empty changes, in epoch order: a
+        pandas DataFrame of the columns plus ``time`` (the epoch, the same in every row) and
+        ``diff``.
+
+        Across a crash, callbacks are at-least-once: after ``restore()`` they are called with
+        every epoch after the checkpoint, also those they had been given before the crash. A
+        callback that writes somewhere keys what it writes by the epoch
+        (``int(changes["time"].iloc[0])``) and overwrites what a redelivery brings again (the
+        sinks of :mod:`ddflow.io` do, and are exactly-once)."""
         self._subscribers.append(callback)
 
     def changes(self) -> pd.DataFrame:

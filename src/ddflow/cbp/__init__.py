@@ -47,7 +47,7 @@ The model's parts (cbp-socc2010 Table 1), with their defaults:
   of the record giving a key, a list of keys (the record reaches each group), :data:`ALL`
   (every group called in the epoch), :data:`ALL_STATE` (every group with state, which is then
   called) or a :class:`Multicast` address; :data:`RouteByRcd` (the record is its own key).
-  The default is the stage key's columns where the flow has them, else RouteByRcd.
+  The default is the stage key's columns; a flow without them names its RouteBy.
 * **OrderBy** per flow (``order_by=``): column names or a function of a record, the order of a
   group's records; :data:`OrderByAny` (the default) leaves it to the system.
 * **FrameBy** per flow (``frame_by=``, with ``frame_state=``): a function ``(record, state)
@@ -75,11 +75,13 @@ removed one. An epoch with work left runs when the dataflow reaches it: feed the
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from ddflow.api.collection import Collection, _align
+from ddflow.api.inputs import InputCollection
 from ddflow.differential.operators.cbp_flows import (
     ALL,
     ALL_STATE,
@@ -271,12 +273,14 @@ def stage(
         raise GraphError(f"a stage's name is a non-empty string, got {name!r}", site=site)
     if not callable(translate):
         raise GraphError(f"stage {name!r}: translate {translate!r} is not a function", site=site)
+    _check_parameters(name, "translate", translate, ("key", "state", "flows", "out"), site)
     if grouping not in ("outer", "inner"):
         raise GraphError(
             f"stage {name!r}: grouping is 'outer' or 'inner', got {grouping!r}", site=site
         )
     if not callable(runnable):
         raise GraphError(f"stage {name!r}: runnable {runnable!r} is not a function", site=site)
+    _check_parameters(name, "runnable", runnable, ("framing_keys", "state"), site)
     key_schema = key if isinstance(key, Schema) else Schema(key)
     if len(key_schema) == 0:
         raise GraphError(f"stage {name!r}: the key needs at least one column", site=site)
@@ -309,7 +313,7 @@ def stage(
         FlowSpec(
             fresh(n, "input"),
             node.schema,
-            _route(f.route_by, node.schema, key_schema, name, n, site),
+            _route(f.route_by, node.schema, key_schema, name, n, site, "input"),
             _order(f.order_by, node.schema, name, n, site),
             _frame(f.frame_by, name, n, site),
             f.frame_state,
@@ -327,7 +331,7 @@ def stage(
             FlowSpec(
                 fresh(n, "loopback"),
                 sch,
-                _route(lb.route_by, sch, key_schema, name, n, site),
+                _route(lb.route_by, sch, key_schema, name, n, site, "loopback"),
                 _order(lb.order_by, sch, name, n, site),
             )
         )
@@ -343,7 +347,7 @@ def stage(
         state_spec = FlowSpec(
             "state",
             sch,
-            _route(st.route_by, sch, key_schema, name, "state", site),
+            _route(st.route_by, sch, key_schema, name, "state", site, "state"),
             _order(st.order_by, sch, name, "state", site),
         )
         if state_spec.route.kind not in ("columns", "record", "fn"):
@@ -387,6 +391,9 @@ def stage(
         )
 
     outs = {f.name: port(i, f.schema) for i, f in enumerate(out_specs)}
+    for n, f in flows.items():
+        if isinstance(f.collection, InputCollection):  # (retractions refused at their line)
+            f.collection._cbp_readers.append((name, n))
     n_out = len(spec.out_ports()) + 2
     state_coll = port(n_out - 2, state_spec.schema) if state_spec is not None else None
     return Stage(name, outs, state_coll, port(n_out - 1, _METRICS))
@@ -404,10 +411,37 @@ def _schema(spec: Any, stage: str, flow: str, site: CallSite | None) -> Schema:
     return Schema(spec)
 
 
+def _check_parameters(
+    stage: str, what: str, fn: Callable[..., Any], params: tuple[str, ...], site: CallSite | None
+) -> None:
+    """Refuse a stage's function that cannot be called with its parameters (where its
+    signature can be read): found here, not as a TypeError inside a run."""
+    try:
+        signature = inspect.signature(fn)
+    except (TypeError, ValueError):  # (a builtin or an object without one: called as it is)
+        return
+    try:
+        signature.bind(*params)
+    except TypeError:
+        raise GraphError(
+            f"stage {stage!r}: {what} is called with {len(params)} arguments "
+            f"({', '.join(params)}), but {getattr(fn, '__name__', repr(fn))}{signature} does "
+            "not take them",
+            site=site,
+        ) from None
+
+
 def _route(
-    route_by: Any, schema: Schema, key: Schema, stage: str, flow: str, site: CallSite | None
+    route_by: Any,
+    schema: Schema,
+    key: Schema,
+    stage: str,
+    flow: str,
+    site: CallSite | None,
+    flow_kind: str,
 ) -> Route:
-    """A flow's RouteBy, checked against its schema and the stage's key."""
+    """A flow's RouteBy, checked against its schema and the stage's key (``flow_kind``:
+    ``"input"``, ``"loopback"`` or ``"state"``)."""
     if route_by is ALL:
         return Route("all")
     if route_by is ALL_STATE:
@@ -420,8 +454,18 @@ def _route(
                 site=site,
             )
         return Route("multicast", (route_by.column,))
-    if route_by is None:
-        route_by = list(key.names) if all(c in schema.names for c in key.names) else RouteByRcd
+    if route_by is None:  # (by the key's columns: the flow must have them)
+        missing = [c for c in key.names if c not in schema.names]
+        if missing:
+            what = "the state" if flow_kind == "state" else f"{flow_kind} {flow!r}"
+            raise GraphError(
+                f"stage {stage!r}: {what} has no column {missing[0]!r} of the stage's "
+                f"key {list(key.names)} (its columns: {list(schema.names)}); name the key's "
+                "columns as its, or give it route_by (a column, a function of the record, "
+                "cbp.RouteByRcd...)",
+                site=site,
+            )
+        route_by = list(key.names)
     if route_by is RouteByRcd:
         cols = tuple(schema.names)
         what = "routes by record (RouteByRcd)"

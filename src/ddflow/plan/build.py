@@ -45,7 +45,7 @@ from ddflow.differential.operators.join import ArrangeOp, Arranger, JoinOp
 from ddflow.differential.operators.linear import ConsolidateOp, Linear
 from ddflow.differential.operators.reduce import ReduceOp, ReduceSpec
 from ddflow.differential.operators.vertex import VertexOp
-from ddflow.errors import GraphError
+from ddflow.errors import GraphError, SchemaError
 from ddflow.plan.fusion import fused_nodes
 from ddflow.plan.nodes import Node
 from ddflow.timely.cluster import Cluster, Idle, Shard
@@ -427,7 +427,14 @@ class _Builder:
     def _row_fn(self, node: Node, flat: bool) -> None:
         fn, schema, tt, k = node.params["fn"], node.schema, node.scope.time_type, self.k
         src_names = list(node.inputs[0].schema.names)
-        self._linear(node, lambda b: k.map_rows(b, fn, schema, src_names, tt, flat))
+
+        def apply(b: Any) -> Any:
+            try:
+                return k.map_rows(b, fn, schema, src_names, tt, flat)
+            except SchemaError as e:  # (results that do not fit: the map's line, not run()'s)
+                raise SchemaError(e.message, site=node.site) from None
+
+        self._linear(node, apply)
 
     def _op_negate(self, node: Node) -> None:
         self._linear(node, self.k.negate)

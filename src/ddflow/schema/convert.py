@@ -131,6 +131,11 @@ def rows_to_frame(schema: Schema, rows: Iterable[Any]) -> pl.DataFrame:
             f"rows must be an iterable of rows (tuples, lists or dicts), got "
             f"{type(rows).__name__}; use frame_to_frame for data frames"
         )
+    if not isinstance(rows, Iterable):
+        raise fail(
+            f"rows must be an iterable of rows (tuples, lists or dicts), got "
+            f"{type(rows).__name__} {show(rows)}"
+        )
     rows = rows if isinstance(rows, list) else list(rows)
     names = schema.names
     row_types = set(map(type, rows))

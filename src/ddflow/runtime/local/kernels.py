@@ -30,6 +30,7 @@ import polars as pl
 
 from ddflow.differential.batch import DIFF, KEY, NULL_CODE
 from ddflow.differential.kernel import Capabilities
+from ddflow.errors import SchemaError, function_text
 from ddflow.runtime.local import rows as R
 from ddflow.runtime.local.changelog import ChangeLog
 from ddflow.runtime.local.columnar import (
@@ -54,6 +55,7 @@ from ddflow.runtime.local.reduce_kernels import ReduceKernels
 from ddflow.runtime.local.reducer import KernelReducer
 from ddflow.runtime.local.rows import Batch, Rows, as_rows, frame, partition_frame
 from ddflow.runtime.local.settings import LocalSettings
+from ddflow.schema.types import show
 from ddflow.timely.lattice import Time, TimeType
 
 if TYPE_CHECKING:
@@ -210,7 +212,11 @@ class LocalKernels(ReduceKernels):
             for out in outs:
                 rows.append(out if not single or isinstance(out, tuple) else (out,))
                 index.append(i)
-        data = schema.rows_to_frame(rows)
+        try:
+            data = schema.rows_to_frame(rows)
+        except SchemaError as e:
+            kind, records = "flat_map" if flat else "map", batch.select(src_names)
+            raise _returned_error(e, kind, fn, schema, rows, index, records) from None
         rest = batch.select([*tt.columns(), DIFF])
         rest = rest[index] if index else rest.clear()
         return pl.concat([data, rest], how="horizontal")
@@ -717,3 +723,28 @@ class LocalKernels(ReduceKernels):
         if hasattr(b, "union"):
             return b.union(a, codes)
         return self.concat([a, b])
+
+
+def _returned_error(
+    error: SchemaError,
+    kind: str,
+    fn: Any,
+    schema: Any,
+    rows: list[Any],
+    index: list[int],
+    records: pl.DataFrame,
+) -> SchemaError:
+    """A row function's results that do not fit its schema: the first that does not (each
+    checked alone), the function, and the record it was given, rather than the rows'
+    positions in a batch."""
+    for i, row in enumerate(rows):
+        try:
+            schema.rows_to_frame([row])
+        except SchemaError as alone:
+            detail = alone.message.replace(" at row 0", "").replace("row 0 has", "it has")
+            return SchemaError(
+                f"{function_text(kind, fn)} returned {show(row)} for the record "
+                f"{show(records.row(index[i]))}, which does not fit its schema {schema}: "
+                f"{detail}"
+            )
+    return SchemaError(f"{function_text(kind, fn)} returned rows that do not fit: {error.message}")

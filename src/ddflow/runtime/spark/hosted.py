@@ -46,10 +46,10 @@ from collections.abc import Iterator
 from multiprocessing.connection import Connection
 from typing import Any
 
-from ddflow.errors import WorkerError
+from ddflow.errors import CallSite, ConfigurationError, WorkerError
 from ddflow.runtime.workers.processes import START_TIMEOUT
 
-__all__ = ["HostedWorkers", "task_slots"]
+__all__ = ["HostedWorkers", "check_session", "task_slots"]
 
 #: seconds between checks of the stage while the tasks connect
 POLL = 0.5
@@ -231,12 +231,37 @@ def _run_stage(sc: Any, stage: _Stage, tasks: int, host: str, port: int, token: 
         stage.error = e
 
 
+def check_session(spark: Any, workers: int, site: CallSite | None) -> None:
+    """Refuse a session where a barrier stage cannot host ``workers`` - 1 workers (see the
+    module), naming ``site``, the user's ``SparkRuntime(...)``."""
+    sc = spark.sparkContext
+    if sc.getConf().get("spark.dynamicAllocation.enabled", "false").lower() == "true":
+        raise ConfigurationError(
+            "SparkRuntime(spark, workers=...) runs its workers in a barrier stage, which "
+            "Spark refuses under dynamic allocation: set spark.dynamicAllocation.enabled="
+            "false for this session",
+            site=site,
+        )
+    slots, tasks = task_slots(sc), workers - 1
+    if tasks > slots - 1:
+        raise ConfigurationError(
+            f"SparkRuntime(spark, workers={workers}) needs {tasks} task slot"
+            f"{'s' if tasks != 1 else ''} for its workers (worker 0 is the driver) and one "
+            f"more left free for the Spark jobs the dataflow runs meanwhile (reading a "
+            f"source, writing a sink); this session ({sc.master}) has {slots}: use "
+            f"workers={max(slots, 1)} at most, or a session with more cores",
+            site=site,
+        )
+
+
 class HostedWorkers:
     """Workers 1 .. W-1 of one dataflow as the tasks of a Spark barrier stage (the
     interface of :class:`~ddflow.runtime.workers.processes.WorkerProcesses`)."""
 
-    def __init__(self, spark: Any, workers: int) -> None:
+    def __init__(self, spark: Any, workers: int, site: CallSite | None = None) -> None:
         self.spark, self.workers = spark, workers
+        #: the line of the user's ``SparkRuntime(...)`` (named by a setting refused)
+        self.site = site
         self.procs: list[_Task] = []
         self.conns: list[Connection] = []
         self._stage = _Stage()
@@ -248,22 +273,7 @@ class HostedWorkers:
 
     def check(self) -> None:
         """Refuse what a barrier stage cannot do here (see the module)."""
-        sc = self.spark.sparkContext
-        if sc.getConf().get("spark.dynamicAllocation.enabled", "false").lower() == "true":
-            raise WorkerError(
-                "SparkRuntime(spark, workers=...) runs its workers in a barrier stage, which "
-                "Spark refuses under dynamic allocation: set spark.dynamicAllocation.enabled="
-                "false for this session"
-            )
-        slots, tasks = task_slots(sc), self.workers - 1
-        if tasks > slots - 1:
-            raise WorkerError(
-                f"SparkRuntime(spark, workers={self.workers}) needs {tasks} task slot"
-                f"{'s' if tasks != 1 else ''} for its workers (worker 0 is the driver) and one "
-                f"more left free for the Spark jobs the dataflow runs meanwhile (reading a "
-                f"source, writing a sink); this session ({sc.master}) has {slots}: use "
-                f"workers={max(slots, 1)} at most, or a session with more cores"
-            )
+        check_session(self.spark, self.workers, self.site)
 
     def spawn(self) -> None:
         """Start the stage and wait until every task has connected."""

@@ -18,9 +18,10 @@ from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 
+from ddflow.errors import CallSite, ConfigurationError, call_site
 from ddflow.runtime.local.kernels import LocalKernels
 from ddflow.runtime.local.settings import LocalSettings
-from ddflow.runtime.spark.hosted import HostedWorkers, task_slots
+from ddflow.runtime.spark.hosted import HostedWorkers, check_session, task_slots
 
 __all__ = ["SparkRuntime", "stage_dataframe"]
 
@@ -64,11 +65,17 @@ class SparkRuntime:
                 f"SparkRuntime's second argument is the workers' LocalSettings, not {settings!r}"
             )
         self.spark = spark
+        #: the user's line that made it (where a setting the session cannot run is reported)
+        self.site = call_site()
         #: how many workers a dataflow runs: worker 0 in the driver, the others hosted by a
         #: Spark barrier stage
         self.workers = _check_workers(
-            task_slots(spark.sparkContext) if workers is None else workers
+            task_slots(spark.sparkContext) if workers is None else workers, self.site
         )
+        if spark.sparkContext.master.startswith("local"):
+            # (a local session's task slots are fixed: refused here; a cluster's executors
+            # may still be joining, so it is checked when the workers start)
+            check_session(spark, self.workers, self.site)
         self.settings = settings
         #: the settings of the workers' embedded kernels
         self.worker_settings = settings
@@ -88,17 +95,18 @@ class SparkRuntime:
     def host_workers(self, workers: int) -> HostedWorkers:
         """What starts and stops workers 1 .. ``workers``-1 of a dataflow: the tasks of a
         barrier stage."""
-        return HostedWorkers(self.spark, workers)
+        return HostedWorkers(self.spark, workers, self.site)
 
     def to_polars(self, data: Any) -> Any:
         """A batch of this runtime as a Polars frame."""
         return self.kernels.to_polars(data)
 
 
-def _check_workers(workers: Any) -> int:
+def _check_workers(workers: Any, site: CallSite | None) -> int:
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
-        raise ValueError(
-            f"SparkRuntime(spark, workers=...) takes a number of workers >= 1, got {workers!r}"
+        raise ConfigurationError(
+            f"SparkRuntime(spark, workers=...) takes a number of workers >= 1, got {workers!r}",
+            site=site,
         )
     return workers
 
