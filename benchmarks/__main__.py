@@ -25,6 +25,7 @@ BENCHMARKS = {
     "crash": "benchmarks.crash",
     "cbp": "benchmarks.cbp",
     "steps": "benchmarks.steps",
+    "priorities": "benchmarks.priorities",
 }
 
 

@@ -138,7 +138,7 @@ def outcome(out: str) -> tuple[dict[str, list[Any]], list[Any]]:
     from ddflow.io import spark as io
 
     logs = {
-        name: sorted(io.read_change_log(os.path.join(out, name)).rows())
+        name: sorted(io.read_change_log(os.path.join(out, name), polars=True).rows())
         for name in ("log", "degree-log")
     }
     snapshot = sorted(pl.read_parquet(os.path.join(out, "snapshot", "*.parquet")).rows())

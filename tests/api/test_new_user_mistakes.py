@@ -5,6 +5,7 @@ the user's line that made it."""
 from __future__ import annotations
 
 import os
+import re
 import sys
 from typing import Any
 
@@ -143,3 +144,104 @@ def test_a_cbp_stage_key_that_an_input_lacks_names_the_input_and_column():
         key={"site": "str"},
         inputs={"urls": cbp.Flow(urls, route_by=cbp.RouteByRcd)},
     )
+
+
+#: public classes whose objects ddflow makes, not the user (the call that makes them)
+MADE_BY_DDFLOW = {
+    "Arranged": "collection.arrange(...)",
+    "Collection": "flow.input(...) and every operator",
+    "Expr": "dd.col(...), dd.lit(...) and operators on them",
+    "GroupBy": "collection.group_by(...)",
+    "InputCollection": "flow.input(...)",
+    "Output": "collection.output()",
+    "Probe": "collection.probe()",
+    "Stage": "cbp.stage(...)",
+}
+
+
+def test_every_public_constructor_documents_its_parameters():
+    """Regression: ``help(dd.Dataflow)`` did not describe ``workers``, ``processes``,
+    ``checkpoint``, ``checkpoint_every`` or ``keep``. Every class a user constructs names each
+    of its parameters in its docstring."""
+    import importlib
+    import inspect
+
+    modules = ["ddflow", "ddflow.io", "ddflow.io.spark", "ddflow.cbp", "ddflow.graph"]
+    modules += ["ddflow.testing", "ddflow.runtime.local.settings"]
+    checked, undocumented = 0, []
+    for name in modules:
+        module = importlib.import_module(name)
+        for attr in module.__all__:
+            cls = getattr(module, attr)
+            if not inspect.isclass(cls) or issubclass(cls, BaseException):
+                continue
+            if attr in MADE_BY_DDFLOW:
+                continue
+            try:
+                parameters = inspect.signature(cls).parameters
+            except (TypeError, ValueError):
+                continue
+            init = cls.__dict__.get("__init__")
+            doc = (cls.__doc__ or "") + (getattr(init, "__doc__", None) or "")
+            checked += 1
+            undocumented += [
+                f"{name}.{attr}: {p}"
+                for p in parameters
+                if p not in ("args", "kwargs") and not re.search(rf"\b{p}\b", doc)
+            ]
+    assert checked >= 15, checked
+    assert not undocumented, undocumented
+
+
+def test_a_count_column_is_refused_at_output_never_renamed_silently():
+    """Regression: the multiplicity column of ``snapshot()`` became ``multiplicity`` when
+    the data had a column named ``count``, so ``snap["count"]`` silently read the user's
+    column. The multiplicity column is always the name ``output(count=...)`` gives it."""
+    flow = dd.Dataflow()
+    xs = flow.input("xs", schema={"word": "str"})
+    counted = xs.group_by("word").agg(count=dd.count())
+    line = _here() + 2
+    with pytest.raises(dd.SchemaError, match=r"multiplicity column is named 'count'") as info:
+        counted.output()
+    _at(info.value, line)
+    out = counted.output(count="multiplicity")
+    plain = xs.output()
+    xs.insert(["a", "a", "b"])
+    flow.advance_to(1)
+    flow.run()
+    snap = out.snapshot()
+    assert list(snap.columns) == ["word", "count", "multiplicity"]
+    assert snap.sort_values("word")[["count", "multiplicity"]].values.tolist() == [[2, 1], [1, 1]]
+    assert list(plain.snapshot().columns) == ["word", "count"]
+
+
+def test_every_reader_gives_pandas_and_polars_on_request(tmp_path):
+    """Regression: ``snapshot()`` returned pandas while ``read_change_log()`` returned
+    Polars. Each reader gives pandas, and Polars with ``polars=True``, holding the same."""
+    import polars as pl
+
+    from ddflow.io import spark as io
+
+    flow = dd.Dataflow()
+    xs = flow.input("xs", schema={"k": "int64", "v": "int64?"})
+    out = xs.output()
+    io.ParquetChangeLog(out, str(tmp_path / "log"))
+    seen: dict[bool, list[Any]] = {False: [], True: []}
+    out.subscribe(seen[False].append)
+    out.subscribe(seen[True].append, polars=True)
+    xs.insert([(1, None), (2, 5)])
+    flow.advance_to(1)
+    flow.run()
+    readers = {
+        "snapshot": lambda polars: out.snapshot(polars=polars),
+        "changes": lambda polars: out.changes(polars=polars),
+        "subscribe": lambda polars: seen[polars][-1],
+        "read_change_log": lambda polars: io.read_change_log(str(tmp_path / "log"), polars=polars),
+    }
+    for name, read in readers.items():
+        as_pandas, as_polars = read(False), read(True)
+        assert isinstance(as_polars, pl.DataFrame), name
+        assert type(as_pandas).__module__.startswith("pandas"), name
+        assert str(as_pandas["v"].dtype) == "Int64", name  # (nulls stay nulls)
+        back = pl.from_pandas(as_pandas).select(as_polars.columns).cast(as_polars.schema)
+        assert back.sort("k").equals(as_polars.sort("k")), name

@@ -27,10 +27,11 @@ def new_flow(runtime):
 
 
 def replay(log, upto):
-    """The change log's changes at epochs <= upto, accumulated."""
+    """The change log's changes at epochs <= upto, accumulated (``log`` as pandas, as
+    ``read_change_log`` gives it by default)."""
     acc = collections.Counter()
-    for row in log.filter(pl.col("time") <= upto).iter_rows(named=True):
-        acc[(row["v"], row["n"])] += row["diff"]
+    for row in log[log["time"] <= upto].itertuples():
+        acc[(row.v, row.n)] += row.diff
     return {k: n for k, n in acc.items() if n}
 
 
@@ -127,7 +128,7 @@ def test_an_epoch_written_again_replaces_the_first_attempt(tmp_path):
         xs.remove([2])
         flow.advance_to(2)
         flow.run()
-    log = io.read_change_log(path)
+    log = io.read_change_log(path, polars=True)
     assert sorted(log.select("k", "time", "diff").rows()) == [
         (1, 0, 1),
         (2, 0, 1),

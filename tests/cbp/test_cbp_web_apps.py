@@ -97,7 +97,7 @@ class UrlCountCase:
     def __init__(self, flow, stream, name="url_count"):
         self.stream, self.epochs = stream, len(stream)
         self.urls = flow.input(f"{name}.urls", schema={"url": "str", "n": "int64"})
-        self.out = url_count(self.urls, name=name).output()
+        self.out = url_count(self.urls, name=name).output(count="multiplicity")
         self.totals = collections.Counter()
 
     def feed(self, e):
@@ -148,7 +148,7 @@ def test_url_count_reads_only_the_state_of_the_urls_in_the_increment(runtime, st
     urls = flow.input("urls", schema={"url": "str"})
     stage = url_count_stage(urls)
     metrics = stage.metrics.output()
-    updates = stage["updates"].output()
+    updates = stage["updates"].output(count="multiplicity")
     with flow:
         for e, batch in enumerate(stream):
             urls.insert([(u,) for u in batch])

@@ -64,7 +64,7 @@ def test_windowed_scc_example_under_spark_submit(tmp_path):
     snapshot = pl.read_parquet(tmp_path / "out" / "snapshot" / "*.parquet")
     got = dict(zip(snapshot["node"], snapshot["component"], strict=True))
     assert got == nx_components(live)
-    log = read_change_log(str(tmp_path / "out" / "changes"))
+    log = read_change_log(str(tmp_path / "out" / "changes"), polars=True)
     replayed = (
         log.group_by("node", "component").agg(pl.col("diff").sum()).filter(pl.col("diff") != 0)
     )

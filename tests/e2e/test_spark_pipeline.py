@@ -169,7 +169,7 @@ def test_sinks_replace_an_epoch_written_twice(tmp_path):
     # a crashed earlier attempt left a temporary directory; the epoch is written again
     os.makedirs(tmp_path / "log" / "_tmp-crashed")
     log.write(out.changes())
-    replay = io.read_change_log(str(tmp_path / "log"))
+    replay = io.read_change_log(str(tmp_path / "log"), polars=True)
     assert sorted(replay.get_column("k").to_list()) == [1, 2]
 
 

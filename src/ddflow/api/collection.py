@@ -437,8 +437,10 @@ class Collection:
 
     # ------------------------------------------------------------------ sinks
 
-    def output(self) -> Output:
-        """Collect this collection's changes: ``snapshot()``, ``changes()``, ``subscribe()``."""
+    def output(self, *, count: str = "count") -> Output:
+        """Collect this collection's changes: ``snapshot()``, ``changes()``, ``subscribe()``.
+        ``count`` names a snapshot's multiplicity column; a collection with a column of that
+        name needs another (``output(count="multiplicity")``)."""
         from ddflow.api.outputs import Output
 
         site = call_site()
@@ -446,7 +448,18 @@ class Collection:
             raise GraphError(
                 "output() of a collection inside a loop body; output the loop's result", site=site
             )
-        return Output(self, site)
+        if not isinstance(count, str) or not count or count.startswith("__"):
+            raise SchemaError(
+                f"output(count=...) names the multiplicity column, got {count!r}", site=site
+            )
+        if count in self.schema.names:
+            raise SchemaError(
+                f"output(): a snapshot's multiplicity column is named {count!r}, and this "
+                f"collection has a column of that name (its columns: {list(self.schema.names)}): "
+                f'name the multiplicity otherwise, e.g. output(count="multiplicity")',
+                site=site,
+            )
+        return Output(self, site, count)
 
     def probe(self) -> Probe:
         """Watch this collection's progress: which epochs are complete here."""

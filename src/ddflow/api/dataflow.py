@@ -63,6 +63,22 @@ __all__ = ["Dataflow", "RunProgress"]
 class Dataflow:
     """A differential dataflow: build collections from inputs, then feed and run it.
 
+    * ``runtime``: where it runs: :class:`~ddflow.LocalRuntime` (the default, embedded in this
+      process) or :class:`~ddflow.SparkRuntime` (workers hosted by a Spark barrier stage);
+    * ``workers``: how many workers split every keyed operator (default 1; each owns the
+      keys that hash to it, and the results are the same for every number);
+    * ``processes``: whether workers other than 0 run in processes of their own (the
+      default) or one after another in this process (``False``, for debugging);
+    * ``checkpoint``: a directory for checkpoints (made if missing; refused at once if it
+      cannot be written), for :meth:`checkpoint` and :meth:`restore`;
+    * ``checkpoint_every``: write a checkpoint by itself after every this many complete
+      epochs (needs ``checkpoint``);
+    * ``keep``: how many of the newest checkpoints are kept (default 2).
+
+    A setting it cannot take raises :class:`~ddflow.errors.ConfigurationError` (or
+    :class:`~ddflow.errors.CheckpointError` for the directory) at the user's line. Used in a
+    ``with`` block, its worker processes are stopped at the end.
+
     >>> import ddflow as dd
     >>> flow = dd.Dataflow()
     >>> words = flow.input("words", schema={"word": "str"})

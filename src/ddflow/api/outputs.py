@@ -32,11 +32,16 @@ __all__ = ["Output", "Probe", "to_pandas"]
 class Output:
     """The changes of a collection, kept for reading: ``snapshot``, ``changes``, ``subscribe``.
 
-    Epoch ``e``'s changes become visible once ``e`` is complete here (after ``run()``)."""
+    Epoch ``e``'s changes become visible once ``e`` is complete here (after ``run()``). Every
+    reader gives pandas DataFrames, and Polars ones with ``polars=True``. A snapshot's
+    multiplicity column is :attr:`count_column`, the name ``output(count=...)`` gave
+    (``count`` by default)."""
 
-    def __init__(self, collection: Collection, site: CallSite | None) -> None:
+    def __init__(self, collection: Collection, site: CallSite | None, count: str = "count") -> None:
         self.collection = collection
         self.schema = collection.schema
+        #: the name of a snapshot's multiplicity column
+        self.count_column = count
         flow = collection.flow
         self.node = flow.plan.add(
             "output", (collection._node,), collection.schema, flow.plan.top, {"sink": self}, site
@@ -44,7 +49,7 @@ class Output:
         flow.outputs.append(self)
         #: the changes of the completed epochs, kept as the runtime keeps them
         self._log = flow.kernels.change_log()
-        self._subscribers: list[Callable[[pd.DataFrame], None]] = []
+        self._subscribers: list[tuple[Callable[[Any], None], bool]] = []
         self.complete_through = -1
         #: wall-clock time at which each epoch completed (for latency measurements)
         self.completed_at: dict[int, float] = {}
@@ -76,8 +81,14 @@ class Output:
         if changes is not None and changes.height:
             self._log.append(epoch, changes)
             if self._subscribers:
-                df = _changes_frame(self._log.frame(changes), self.schema)
-                for cb in self._subscribers:
+                frame = _changes_polars(self._log.frame(changes), self.schema)
+                df = None
+                for cb, polars in self._subscribers:
+                    if polars:
+                        cb(frame)
+                        continue
+                    if df is None:
+                        df = to_pandas(frame, self.schema)
                     cb(df)
         for listener in self._epoch_listeners:
             listener(epoch)
@@ -86,7 +97,7 @@ class Output:
         """The log: ``(first epoch, last epoch, their changes as a Polars frame)``."""
         return self._log.frames()
 
-    def subscribe(self, callback: Callable[[pd.DataFrame], None]) -> None:
+    def subscribe(self, callback: Callable[[Any], None], *, polars: bool = False) -> None:
         """Call ``callback`` with each completed epoch's non-empty changes, in epoch order: a
         pandas DataFrame of the columns plus ``time`` (the epoch, the same in every row) and
         ``diff``.
@@ -95,19 +106,22 @@ class Output:
         every epoch after the checkpoint, also those they had been given before the crash. A
         callback that writes somewhere keys what it writes by the epoch
         (``int(changes["time"].iloc[0])``) and overwrites what a redelivery brings again (the
-        sinks of :mod:`ddflow.io` do, and are exactly-once)."""
-        self._subscribers.append(callback)
+        sinks of :mod:`ddflow.io` do, and are exactly-once). ``polars=True``: a Polars
+        DataFrame."""
+        self._subscribers.append((callback, polars))
 
-    def changes(self) -> pd.DataFrame:
+    def changes(self, *, polars: bool = False) -> Any:
         """Every change so far: the columns plus ``time`` (epoch) and ``diff``, consolidated per
-        epoch, in epoch order."""
-        if not self._log:
-            return _changes_frame(self._empty(), self.schema)
-        return _changes_frame(pl.concat([c for _, _, c in self._frames()]), self.schema)
+        epoch, in epoch order (a pandas DataFrame; ``polars=True``: a Polars one)."""
+        log = pl.concat([c for _, _, c in self._frames()]) if self._log else self._empty()
+        frame = _changes_polars(log, self.schema)
+        return frame if polars else to_pandas(frame, self.schema)
 
-    def snapshot(self, epoch: int | None = None) -> pd.DataFrame:
+    def snapshot(self, epoch: int | None = None, *, polars: bool = False) -> Any:
         """The collection at a complete epoch (default: the last complete one): the columns plus
-        ``count`` (:attr:`count_column`), one row per record with non-zero multiplicity."""
+        the multiplicity (:attr:`count_column`, ``count`` unless ``output(count=...)`` named it
+        otherwise), one row per record with non-zero multiplicity. A pandas DataFrame;
+        ``polars=True``: a Polars one (as :meth:`snapshot_polars`)."""
         site = call_site()
         if epoch is None:
             epoch = self.complete_through
@@ -118,7 +132,8 @@ class Output:
                 site=site,
             )
         self._check_kept(epoch, site, "snapshot")
-        return to_pandas(self.snapshot_polars(epoch), self.schema)
+        frame = self.snapshot_polars(epoch)
+        return frame if polars else to_pandas(frame, self.schema)
 
     def _check_kept(self, epoch: int, site: CallSite | None, what: str) -> None:
         if self._restored is not None and epoch < self._restored:
@@ -149,12 +164,6 @@ class Output:
         if epoch is not None:
             self._check_kept(epoch, site, "to_spark")
         return spark.createDataFrame(self.snapshot_polars(epoch).to_arrow())
-
-    @property
-    def count_column(self) -> str:
-        """The name of a snapshot's multiplicity column: ``count``, or ``multiplicity`` where
-        the collection has a column named ``count``."""
-        return "multiplicity" if "count" in self.schema.names else "count"
 
     def snapshot_polars(self, epoch: int | None = None) -> pl.DataFrame:
         if epoch is None:
@@ -188,10 +197,10 @@ class Output:
         )
 
 
-def _changes_frame(batch: pl.DataFrame, schema: Schema) -> pd.DataFrame:
+def _changes_polars(batch: pl.DataFrame, schema: Schema) -> pl.DataFrame:
     names = list(schema.names)
     frame = batch.select([*names, pl.col("__t0").alias("time"), pl.col(DIFF).alias("diff")])
-    return to_pandas(frame.sort(["time", *names]), schema)
+    return frame.sort(["time", *names])
 
 
 #: pandas' nullable dtypes for ddflow's nullable integer and boolean columns

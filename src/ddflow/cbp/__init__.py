@@ -130,7 +130,17 @@ def RunnableANY(framing_keys: Mapping[str, list[int]], state: Any) -> tuple[Any,
 
 @dataclass(frozen=True)
 class Flow:
-    """An input flow: a collection with its RouteBy, OrderBy and FrameBy (see the module)."""
+    """An input flow: a collection with its RouteBy, OrderBy and FrameBy (see the module).
+
+    * ``collection``: the records the flow carries (insertions only);
+    * ``route_by``: which groups a record reaches (default: the stage key's columns, which the
+      collection must have; a column, a list of them, a function of the record,
+      :data:`ALL`, :data:`ALL_STATE`, :data:`RouteByRcd`);
+    * ``order_by``: the order of a group's records (columns or a function; default:
+      :data:`OrderByAny`);
+    * ``frame_by``, ``frame_state``: ``frame_by(record, state) -> (increment, state)`` cuts
+      the flow into increments that Runnable chooses from, from ``frame_state``.
+    """
 
     collection: Collection
     route_by: Any = None
@@ -142,7 +152,11 @@ class Flow:
 @dataclass(frozen=True)
 class Loopback:
     """A loopback flow: written by the stage's translate in one epoch, read by it in the
-    next (messages between groups: to a neighbour in a graph, to a multicast address)."""
+    next (messages between groups: to a neighbour in a graph, to a multicast address).
+
+    ``schema`` is its records' columns and types; ``route_by`` and ``order_by`` as
+    :class:`Flow`'s (a :class:`Multicast` routes to the groups associated with an address).
+    """
 
     schema: Mapping[str, Any] | Schema
     route_by: Any = None
@@ -151,8 +165,8 @@ class Loopback:
 
 @dataclass(frozen=True)
 class State:
-    """The stage's state: its records' schema, RouteBy (the default: the key's columns) and
-    OrderBy."""
+    """The stage's state: its records' ``schema``, ``route_by`` (the default: the key's
+    columns; a state record belongs to one group) and ``order_by`` (as :class:`Flow`'s)."""
 
     schema: Mapping[str, Any] | Schema
     route_by: Any = None

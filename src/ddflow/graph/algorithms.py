@@ -288,9 +288,14 @@ def connected_components(
     return _min_label_propagation(labels, symmetric, priority, name="component labels")
 
 
-def reachability_labels(edges: Collection, src: str = "src", dst: str = "dst") -> Collection:
+def reachability_labels(
+    edges: Collection, src: str = "src", dst: str = "dst", *, prioritized: bool = False
+) -> Collection:
     """Directed reachability labels: ``(node, label)`` with ``label`` the smallest node id from
     which the node can be reached (the node itself included).
+
+    ``prioritized=True`` runs it in a ``prioritized_iterate`` with priority
+    ``floor(log2(label + 1))``, as :func:`connected_components` does.
 
     >>> import ddflow as dd
     >>> flow = dd.Dataflow()
@@ -301,8 +306,12 @@ def reachability_labels(edges: Collection, src: str = "src", dst: str = "dst") -
     {'node': [1, 2, 3, 4], 'label': [1, 2, 2, 4], 'count': [1, 1, 1, 1]}
     """
     e = _edges(edges, src, dst, "reachability_labels")
+    priority = None
+    if prioritized:
+        _require_int(e, "src", "reachability_labels(prioritized=True)")
+        priority = _log2_bucket(col("label"))
     return _min_label_propagation(
-        _node_set(e).with_columns(label=col("node")), e, name="reachability labels"
+        _node_set(e).with_columns(label=col("node")), e, priority, name="reachability labels"
     )
 
 

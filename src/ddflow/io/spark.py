@@ -38,6 +38,7 @@ import polars as pl
 
 from ddflow.differential.batch import DIFF
 from ddflow.errors import InputError, SchemaError, call_site
+from ddflow.schema import Schema
 from ddflow.timely.lattice import EPOCHS
 
 if TYPE_CHECKING:
@@ -125,7 +126,16 @@ class FolderSource:
     with ``_`` or ``.`` are ignored (temporary files of writers). Parquet files (without
     reader ``options``) are read with Arrow by the workers, a share each, when the input is
     made with ``signed=True`` (see :meth:`~ddflow.api.inputs.InputCollection.read_parquet`);
-    otherwise, and for CSV and JSON, Spark reads them and the rows pass through the driver."""
+    otherwise, and for CSV and JSON, Spark reads them and the rows pass through the driver.
+
+    * ``spark``: the session that reads (None: Parquet only, read with Arrow);
+    * ``input``: the input the entries are inserted into;
+    * ``path``: the folder;
+    * ``format``: ``"parquet"`` (the default), ``"csv"`` or ``"json"``, with Spark reader
+      ``options``;
+    * ``diff``: the name of an integer column that says by how much each record's count
+      changes (removals too), instead of every row being an insertion.
+    """
 
     def __init__(
         self,
@@ -208,7 +218,8 @@ class EventTimeWindow:
 
     The watermark is the largest event time seen, less ``lateness``. Records arriving at or
     below the expiry bound are dropped (and counted in ``dropped``). The live records are kept
-    here, so that their retractions can be sent.
+    here, so that their retractions can be sent. ``input`` is the input the window feeds and
+    ``time_column`` its integer column of event times.
     """
 
     def __init__(
@@ -289,7 +300,16 @@ class StreamingSource:
     micro-batch id at or below the last one processed is a replay after a failure and is
     skipped, so each micro-batch lands in exactly one epoch. With ``staging`` (a directory
     every worker can reach) and an input made with ``signed=True``, each micro-batch is
-    written there by Spark and read by the workers, as :func:`insert_dataframe` does."""
+    written there by Spark and read by the workers, as :func:`insert_dataframe` does.
+
+    * ``stream``: the streaming DataFrame (``spark.readStream...``);
+    * ``into``, ``flow``: where its rows go, and the flow that input belongs to;
+    * ``trigger``: the stream's trigger (``{"processingTime": "1 second"}``...; default:
+      Spark's);
+    * ``checkpoint``: Spark's checkpoint location for the stream (where it records which
+      micro-batches were committed);
+    * ``staging``: see above.
+    """
 
     def __init__(
         self,
@@ -477,7 +497,8 @@ class ParquetChangeLog:
     writes the changes of the records it owns as a part of the epoch's directory, and the
     driver renames the directory into place once every part is written. Made later, the
     driver writes each epoch (with Spark if ``spark`` is given, else Arrow). Spark reads the
-    log with ``spark.read.parquet(path)``, ``epoch`` a partition column."""
+    log with ``spark.read.parquet(path)``, ``epoch`` a partition column. ``output`` is the
+    output (``collection.output()``) whose changes it writes."""
 
     def __init__(self, output: Output, path: str, spark: Any = None) -> None:
         self.path = path
@@ -486,7 +507,7 @@ class ParquetChangeLog:
         self.written: list[int] = []
         self._parts = _ChangeLogParts(path, uuid.uuid4().hex)
         if not _sink_node(output, self._parts, self):
-            output.subscribe(self.write)
+            output.subscribe(self.write, polars=True)
 
     def commit(self, epoch: int, parts: list[Any]) -> None:
         """(Every part of ``epoch`` is written: see the class.)"""
@@ -552,7 +573,7 @@ class ParquetSnapshot:
     Made before the flow first runs, it is written by the workers in parallel: each keeps
     the records it owns and rewrites its part when they change; at each epoch the driver
     links the latest parts into a new directory and renames it over ``path``. Made later,
-    the driver writes it."""
+    the driver writes it (with ``spark``'s session if given, else Arrow)."""
 
     def __init__(self, output: Output, path: str, spark: Any = None, every: int = 1) -> None:
         self.output = output
@@ -590,7 +611,8 @@ class ParquetSnapshot:
         for worker, file in sorted(self._latest.items()):
             os.link(file, os.path.join(tmp, f"part-{worker:05d}.parquet"))
         if not self._latest:  # (an empty snapshot still has the output's columns)
-            empty = pl.DataFrame(schema={**self.output.schema.polars_schema(), "count": pl.Int64})
+            count = self.output.count_column
+            empty = pl.DataFrame(schema={**self.output.schema.polars_schema(), count: pl.Int64})
             empty.write_parquet(os.path.join(tmp, "part-00000.parquet"))
         with open(os.path.join(tmp, "_EPOCH"), "w") as f:
             f.write(str(epoch))
@@ -607,8 +629,12 @@ class ParquetSnapshot:
         self.epoch = epoch
 
 
-def read_change_log(path: str) -> pl.DataFrame:
-    """The change log written by :class:`ParquetChangeLog`, as one Polars frame."""
+def read_change_log(path: str, *, polars: bool = False) -> Any:
+    """The change log written by :class:`ParquetChangeLog`: the columns, ``time`` (the epoch)
+    and ``diff``, as one pandas DataFrame, as an output's readers give (``polars=True``: a
+    Polars one)."""
+    from ddflow.api.outputs import to_pandas
+
     parts: list[pl.DataFrame] = []
     for name in sorted(os.listdir(path)):
         if not name.startswith("epoch="):
@@ -616,4 +642,8 @@ def read_change_log(path: str) -> pl.DataFrame:
         d = os.path.join(path, name)
         files = [os.path.join(d, f) for f in sorted(os.listdir(d)) if f.endswith(".parquet")]
         parts.extend(pl.read_parquet(f) for f in files)
-    return pl.concat(parts) if parts else pl.DataFrame()
+    frame = pl.concat(parts) if parts else pl.DataFrame()
+    if polars:
+        return frame
+    nullable = [c for c in frame.columns if frame.get_column(c).null_count()]
+    return to_pandas(frame, Schema.from_polars(frame.schema, nullable=nullable))

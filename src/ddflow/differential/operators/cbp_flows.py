@@ -73,8 +73,9 @@ FrameByPrior = _Cast("FrameByPrior")
 
 @dataclass(frozen=True)
 class Multicast:
-    """RouteBy to a multicast address: the record reaches the groups that translate associated
-    with the address (``out.associate(key, address)``) in the epoch that wrote the record."""
+    """RouteBy to a multicast address, the record's ``column``: the record reaches the groups
+    that translate associated with the address (``out.associate(key, address)``) in the
+    epoch that wrote the record."""
 
     column: str
 
