@@ -86,6 +86,23 @@ def test_joins_match_reference(runtime, case):
 
 @SETTINGS
 @given(case=streams_and_run_points(lr_records, max_updates=8))
+def test_outer_joins_match_reference(runtime, case):
+    stream, run_points = case
+
+    def build(flow, i):
+        left, r = i["l"], i["r"]
+        return [
+            left.join(r, on="k", how="left"),
+            left.join(r, on="k", how="outer"),
+            r.join(left, left_on="b", right_on="k", how="outer"),
+            left.join(left, on="k", how="outer"),  # (a self-join: every key matches)
+        ]
+
+    check_stream(build, LR, stream, runtime, run_points)
+
+
+@SETTINGS
+@given(case=streams_and_run_points(lr_records, max_updates=8))
 def test_semijoin_antijoin_match_reference(runtime, case):
     stream, run_points = case
 
@@ -123,6 +140,7 @@ def test_multi_column_keys_match_reference(runtime, case):
             q.join(p, left_on=["k2", "j1"], right_on=["k2", "k1"]),  # clashing column w/ suffix
             p.semijoin(q, left_on=["k1", "k2"], right_on=["j1", "k2"]),
             p.antijoin(q, left_on=["k2", "v"], right_on=["k2", "w"]),
+            p.join(q, left_on=["k1", "k2"], right_on=["j1", "k2"], how="outer"),
         ]
 
     check_stream(build, MULTI, stream, runtime, run_points)

@@ -28,6 +28,9 @@ def build(flow, i):
         left.join(right, on="k"),
         left.semijoin(right, on="k"),
         left.antijoin(right, on="k"),
+        left.join(right, on="k", how="left"),
+        right.join(left, on="k", how="outer"),
+        left.order_by("k", "s").limit(2),
     ]
 
 
@@ -53,6 +56,22 @@ def test_null_keys_stream_table(runtime):
     ]
     # the null-keyed rows join nothing; (1, None, 3) meets (1, 8)
     assert changes_table(run.outputs[4]) == [(1, None, 3, 8, 0, 1)]
+    # ... and appear unmatched in a left join: (None, None, 1) until it goes at epoch 1
+    assert changes_table(run.outputs[7]) == [
+        (None, None, 1, None, 0, 1),
+        (None, None, 1, None, 1, -1),
+        (None, "a", 2, None, 0, 1),
+        (1, None, 3, 8, 0, 1),
+        (2, "a", 5, None, 1, 1),
+    ]
+    # nulls last: first (1, None, 3), then, of k null, (None, "a", 2) before (None, None, 1);
+    # at epoch 1, (2, "a", 5) comes before the null keys
+    assert changes_table(run.outputs[9]) == [
+        (None, "a", 2, 0, 1),
+        (None, "a", 2, 1, -1),
+        (1, None, 3, 0, 1),
+        (2, "a", 5, 1, 1),
+    ]
 
 
 @SETTINGS

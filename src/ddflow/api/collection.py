@@ -33,6 +33,7 @@ from ddflow.schema import Schema
 if TYPE_CHECKING:
     from ddflow.api.dataflow import Dataflow
     from ddflow.api.outputs import Output, Probe
+    from ddflow.api.relational import Ordered
 
 __all__ = ["Arranged", "Collection", "GroupBy"]
 
@@ -182,12 +183,30 @@ class Collection:
         left_on: str | Sequence[str] | None = None,
         right_on: str | Sequence[str] | None = None,
         suffix: str = "_right",
+        how: str = "inner",
     ) -> Collection:
-        """Inner join on equal keys; the multiplicity of a pair is the product of theirs.
+        """Join on equal keys; the multiplicity of a pair is the product of theirs. A null key
+        matches nothing, as in SQL.
 
         Output columns: this collection's columns, then ``other``'s except its key columns
-        (clashing names get ``suffix``)."""
+        (clashing names get ``suffix``). ``how``: ``"inner"`` (the default); ``"left"`` also
+        keeps each record of this collection without a match, ``other``'s columns null;
+        ``"outer"`` also keeps each record of ``other`` without a match, this collection's
+        columns null but the keys, which take ``other``'s (see :mod:`ddflow.api.relational`).
+
+        >>> import ddflow as dd
+        >>> flow = dd.Dataflow()
+        >>> users = flow.input("users", schema={"id": "int64", "name": "str"})
+        >>> visits = flow.input("visits", schema={"id": "int64", "page": "str"})
+        >>> out = users.join(visits, on="id", how="outer").output()
+        >>> users.insert([(1, "ann"), (2, "bob")]); visits.insert([(1, "/a"), (3, "/c")])
+        >>> flow.advance_to(1); flow.run()
+        >>> out.snapshot().sort_values("id").values.tolist()
+        [[1, 'ann', '/a', 1], [2, 'bob', None, 1], [3, None, '/c', 1]]
+        """
         site = call_site()
+        if how not in ("inner", "left", "outer"):
+            raise GraphError(f"join(how={how!r}): how is 'inner', 'left' or 'outer'", site=site)
         lk, rk = _join_keys(self, other, on, left_on, right_on, site)
         output: list[tuple[str, str, str]] = [("l", c, c) for c in self.schema.names]
         types = dict(self.schema)
@@ -200,7 +219,7 @@ class Collection:
             output.append(("r", c, name))
             types[name] = other.schema[c]
         left, right = self._arranged(lk, site), other._arranged(rk, site)
-        return left._add(
+        inner = left._add(
             "join",
             [right],
             Schema(types),
@@ -209,6 +228,24 @@ class Collection:
             right_on=tuple(rk),
             output=tuple(output),
         )
+        if how == "inner":
+            return inner
+        differ = [
+            (a, b)
+            for a, b in zip(lk, rk, strict=True)
+            if self.schema[a].polars != other.schema[b].polars
+        ]
+        if how == "outer" and differ:
+            a, b = differ[0]
+            raise SchemaError(
+                f"join(how='outer'): the key columns {a!r} ({self.schema[a]}) and {b!r} "
+                f"({other.schema[b]}) are of different types, and an outer join's key column "
+                "holds either side's: cast one side first",
+                site=site,
+            )
+        from ddflow.api.relational import outer_join
+
+        return outer_join(self, other, inner, lk, rk, output, how)
 
     def semijoin(
         self,
@@ -235,6 +272,26 @@ class Collection:
     ) -> Collection:
         """The records whose key is absent from ``other``."""
         return self.concat(self.semijoin(other, on, left_on=left_on, right_on=right_on).negate())
+
+    def order_by(self, *by: str, descending: bool | Sequence[bool] = False) -> Ordered:
+        """This collection in the order of the columns ``by`` (each ascending, or descending
+        where ``descending`` says so: one flag, or one per column), for
+        ``.limit(n)``: the ``n`` first records, kept exact as the collection changes (see
+        :mod:`ddflow.api.relational`)."""
+        from ddflow.api.relational import Ordered
+
+        site = call_site()
+        if not by:
+            raise GraphError("order_by() needs at least one column", site=site)
+        _check_keys(self.schema, list(by), site, "order_by")
+        flags = [descending] * len(by) if isinstance(descending, bool) else list(descending)
+        if len(flags) != len(by) or not all(isinstance(f, bool) for f in flags):
+            raise GraphError(
+                f"order_by: descending is one bool or one per column ({len(by)}), got "
+                f"{descending!r}",
+                site=site,
+            )
+        return Ordered(self, list(by), flags, site)
 
     # ------------------------------------------------------------------ multisets
 

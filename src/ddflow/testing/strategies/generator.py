@@ -214,6 +214,8 @@ class _Generator:
         "with_columns",
         "distinct",
         "join",
+        "outer_join",
+        "limit",
         "agg",
         "concat",
         "map",
@@ -395,16 +397,21 @@ class _Generator:
                 return suffix
         return f"_r{next(self.counter)}"
 
-    def _join(self, left: _Item, right: _Item, pairs: list[tuple[str, str]]) -> _Item:
+    def _join(
+        self, left: _Item, right: _Item, pairs: list[tuple[str, str]], how: str = "inner"
+    ) -> _Item:
         suffix = self._suffix(left.schema, right.schema, [b for _, b in pairs])
         tail = "" if suffix == "_right" else f", suffix={suffix!r}"
+        if how != "inner":
+            tail += f", how={how!r}"
         neg = _union_neg(left, right) if None not in (left.neg, right.neg) else None
         made = self._new(
             f"{left.name}.join({right.name}, {self._keys_code(pairs)}{tail})",
             neg,
             _union_conv(left, right),
-            left.bounded,
-            bits=left.bits + right.bits,
+            left.bounded if how == "inner" else (),
+            # (an outer join adds the unmatched records of each side to the inner join's)
+            bits=left.bits + right.bits + (0 if how == "inner" else 2),
         )
         if len(made.schema) > 5:  # keep records narrow: joins of joins grow wide
             keep = self._pick_columns(made.schema, 1, 4)
@@ -423,6 +430,19 @@ class _Generator:
             src, other = other, src
         pairs = self._key_pairs(src.schema, other.schema)
         return self._join(src, other, pairs) if pairs else None
+
+    def _op_outer_join(self, src: _Item, finite: bool) -> _Item | None:
+        """A left or full outer join, on keys of one type (an outer join's keys are one
+        column)."""
+        other = self._pick()
+        pairs = [
+            (a, b)
+            for a, b in self._key_pairs(src.schema, other.schema)
+            if src.schema[a].polars == other.schema[b].polars
+        ]
+        if not pairs:
+            return None
+        return self._join(src, other, pairs, self.draw(st.sampled_from(["left", "outer"])))
 
     def _op_semijoin(self, src: _Item, finite: bool, anti: bool = False) -> _Item | None:
         other = self._pick()
@@ -476,6 +496,23 @@ class _Generator:
         )
 
     # ------------------------------------------------------------------ reductions
+
+    def _op_limit(self, src: _Item, finite: bool) -> _Item:
+        """The first few records in an order of some columns (``order_by(...).limit(n)``)."""
+        names = [c for c, t in src.schema.items() if t.kind != "list"]
+        if not names:
+            return self._op_distinct(src, finite)
+        by = self.draw(st.permutations(names))[: self.draw(st.integers(1, min(2, len(names))))]
+        descending = self.draw(st.booleans())
+        n = self.draw(st.integers(1, 4))
+        flag = ", descending=True" if descending else ""
+        return self._new(
+            f"{src.name}.order_by({', '.join(map(repr, by))}{flag}).limit({n})",
+            frozenset(),
+            src.conv,
+            src.bounded,
+            bits=4,
+        )
 
     def _op_distinct(self, src: _Item, finite: bool) -> _Item:
         return self._new(f"{src.name}.distinct()", frozenset(), src.conv, src.bounded, bits=1)
