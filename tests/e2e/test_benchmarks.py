@@ -434,3 +434,22 @@ def test_cbp_fails_when_a_design_counts_wrong(monkeypatch: pytest.MonkeyPatch) -
     monkeypatch.setattr(cbp, "url_count_black_box", miscount)
     with pytest.raises(AssertionError, match=r"black_box: \d+ URLs differ, e\.g\. 'http"):
         cbp.run(quick=True)
+
+
+def test_priorities(capsys: pytest.CaptureFixture[str]) -> None:
+    """Both loops of each label propagation, on both graphs, their labels checked equal to
+    each other's and NetworkX's (the benchmark raises otherwise)."""
+    r = run_benchmark("priorities", capsys)
+    assert r["edges"] == 20_000 and r["single_edge_updates"] == 6 and r["batches_of_100"] == 2
+    assert sorted(r["results"]) == ["connected_components", "reachability_labels"]
+    for graphs in r["results"].values():
+        assert sorted(graphs) == ["rmat", "sparse"]
+        for row in graphs.values():
+            for loop in ("plain", "prioritized"):
+                assert row[loop]["first_result_s"] > 0
+                check_summary(row[loop]["single_edge"], runs=6)
+                check_summary(row[loop]["batch_of_100"], runs=2)
+            ratios, p, q = row["plain_over_prioritized"], row["plain"], row["prioritized"]
+            check_ratio(ratios["first_result"], p["first_result_s"], q["first_result_s"], rel=0.01)
+            for kind in ("single_edge", "batch_of_100"):
+                check_ratio(ratios[kind], p[kind]["median_ms"], q[kind]["median_ms"])

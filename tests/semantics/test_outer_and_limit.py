@@ -38,6 +38,7 @@ row_records = {
 
 def _nan_named(rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
     """Rows with NaN as the string "NaN" (NaN equals nothing), sorted."""
+
     def plain(v: Any) -> Any:
         v = v.item() if hasattr(v, "item") else v  # (a NumPy scalar from pandas)
         return "NaN" if isinstance(v, float) and math.isnan(v) else v

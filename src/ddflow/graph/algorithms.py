@@ -21,6 +21,8 @@ Algorithms and the invariant each result satisfies at its fixed point:
   ``prioritized=True`` introduces the initial labels in order of ``floor(log2(label + 1))``
   (Figure 10; naiad-tech-report §2.6, differential-dataflow-cidr2013 §3.3): small labels flood
   the graph first and larger ones then stop at the first node that already holds a smaller one.
+  It pays on sparse graphs of long chains and costs on graphs of short paths (the function
+  says when to choose it); the plain loop is the default.
 * :func:`reachability_labels`: the same propagation along directed edges only:
   ``label(v) = min{u : u = v or there is a directed path u -> ... -> v}``.
 * :func:`strongly_connected_components` (naiad-tech-report Figure 8,
@@ -264,6 +266,14 @@ def connected_components(
     ``floor(log2(label + 1))`` (Figure 10; node ids must then be integers, negative ids
     share the first priority). Both give the same result; they differ in the work done.
 
+    Which to choose (``benchmarks run priorities``, 200k edges): on a sparse graph whose
+    components are long chains (a uniform graph of average degree 2, a road network), the
+    prioritized loop is about 5× faster per edge changed and 2× faster to the first result,
+    because small labels settle first and larger ones stop where a smaller one is; on a
+    graph with short paths (a power-law graph of 16 edges a node) the plain loop, the
+    default, is about 2× faster per edge and 4× per batch of 100, since every priority costs
+    rounds of its own.
+
     >>> import ddflow as dd
     >>> flow = dd.Dataflow()
     >>> edges = flow.input("edges", schema={"a": "int64", "b": "int64"})
@@ -295,7 +305,9 @@ def reachability_labels(
     which the node can be reached (the node itself included).
 
     ``prioritized=True`` runs it in a ``prioritized_iterate`` with priority
-    ``floor(log2(label + 1))``, as :func:`connected_components` does.
+    ``floor(log2(label + 1))``, as :func:`connected_components` does. The plain loop, the
+    default, was as fast or faster on both graphs measured (``benchmarks run priorities``:
+    1.2× on a sparse graph's single-edge changes, 2.3× on a power-law graph's).
 
     >>> import ddflow as dd
     >>> flow = dd.Dataflow()
