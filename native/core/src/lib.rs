@@ -10,7 +10,8 @@
 //! * [`interesting`]: a key's interesting times (lubs of its times with new ones);
 //! * [`trace`]: arrangements, sorted batches of every key's updates merged by a spine and read
 //!   by galloping cursors;
-//! * [`reduce`]: the reduce family's state and step (interesting times, evaluation, compaction).
+//! * [`reduce`]: the reduce family's state and step (interesting times, evaluation, compaction);
+//! * [`row`]: an order-preserving row encoding of records of any type (keys as bytes).
 //!
 //! Nothing here knows of Python: the binding crate (`ddflow-native`) converts at the boundary,
 //! and every invariant is tested here with `cargo test`.
@@ -21,6 +22,7 @@ pub mod history;
 pub mod interesting;
 pub mod lattice;
 pub mod reduce;
+pub mod row;
 pub mod trace;
 
 /// The version of the core, as the Python package checks it against its own.
