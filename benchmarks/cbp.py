@@ -159,7 +159,8 @@ def counting(design: str) -> Counting:
             state=COUNTS,
             grouping="inner",
         )
-    c = Counting(flow, urls, stage["updates"].output(), stage.metrics.output())
+    updates = stage["updates"].output(count="multiplicity")  # (its records hold a count)
+    c = Counting(flow, urls, updates, stage.metrics.output())
     flow.run()
     return c
 

@@ -19,10 +19,10 @@ A short session (the URL count):
 >>> from ddflow.cbp.apps.web import url_count
 >>> flow = dd.Dataflow()
 >>> urls = flow.input("urls", schema={"url": "str"})
->>> counts = url_count(urls).output()
+>>> counts = url_count(urls).output(count="multiplicity")  # (its records hold a count)
 >>> urls.insert([("a.com/x",), ("b.org/",), ("a.com/x",)]); urls.advance_to(1)
 >>> urls.insert([("a.com/x",)]); urls.advance_to(2); flow.run()
->>> counts.snapshot(0).sort_values("url").to_dict("list")  # (count is a column: multiplicity)
+>>> counts.snapshot(0).sort_values("url").to_dict("list")
 {'url': ['a.com/x', 'b.org/'], 'count': [2, 1], 'multiplicity': [1, 1]}
 >>> counts.snapshot(1).sort_values("url").to_dict("list")
 {'url': ['a.com/x', 'b.org/'], 'count': [3, 1], 'multiplicity': [1, 1]}
