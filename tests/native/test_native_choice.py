@@ -33,6 +33,8 @@ def _kinds(flow: dd.Dataflow) -> list[str]:
         ({"k": "str", "v": "int64"}, {"n": dd.count()}, False),
         ({"k": "int64", "v": "int64"}, {"m": dd.mean("v")}, False),
         ({"k": "int64", "v": "int64"}, {"top": dd.top_k("v", 2, by="v")}, False),
+        ({"k": "int64", "v": "int64?", "w": "date"}, {"am": dd.arg_max("v", by="w")}, True),
+        ({"k": "int64", "v": "str", "w": "int64"}, {"am": dd.arg_max("v", by="w")}, False),
     ],
 )
 def test_the_integer_family_s_aggregates_run_natively(

@@ -40,10 +40,12 @@ VALUES = st.one_of(st.integers(-3, 3), st.none(), st.sampled_from([I64 - 1, -I64
 VALUES32 = st.one_of(st.integers(-3, 3), st.none(), st.sampled_from([2**31 - 1, -(2**31)]))
 
 #: the reduces drawn: (kind, aggregates over value columns "a", "b"), the output types
-SPECS: list[tuple[str, list[tuple[str, str, str | None]]]] = [
+SPECS: list[tuple[str, list[tuple[Any, ...]]]] = [
     ("agg", [("n", "count", None), ("s", "sum", "a")]),
     ("agg", [("lo", "min", "a"), ("hi", "max", "b")]),
     ("agg", [("n", "count", None), ("lo", "min", "b"), ("s", "sum", "b")]),
+    # (an arg_max by the other column, and one by its own)
+    ("agg", [("am", "arg_max", "a", "b"), ("bm", "arg_max", "b", "b"), ("n", "count", None)]),
     ("distinct", []),
     ("threshold", []),
 ]
@@ -60,9 +62,12 @@ def _spec(kind: str, aggs: list[Any], key_type: Any) -> tuple[ReduceSpec, dict[s
         fn = _thresholded if kind == "threshold" else None
         return ReduceSpec.of(kind, ["k", "a"], fn=fn, out_types=source), source
     out = {"k": key_type}
-    for name, agg, column in aggs:
+    for name, agg, column, *_ in aggs:
         out[name] = pl.Int64 if agg in ("count", "sum") else source[column]
-    return ReduceSpec.of("agg", ["k"], aggs=aggs, out_types=out), source
+    ranked = [(name, 1, by[0]) for name, agg, _, *by in aggs if agg == "arg_max"]
+    plain = [(name, agg, column) for name, agg, column, *_ in aggs]
+    spec = ReduceSpec.of("agg", ["k"], aggs=plain, out_types=out, ranked=ranked)
+    return spec, source
 
 
 def _reducer(kind: type, spec: ReduceSpec, source: dict[str, Any], tt: TimeType) -> Any:

@@ -207,6 +207,24 @@ def test_top_k_with_nulls_and_floats_matches_the_reference(runtime, case):
     check_run(run_stream(build, NULLABLE, stream, runtime, run_points=points))
 
 
+@SETTINGS
+@given(case=streams_and_run_points(nullable_records))
+def test_arg_max_of_integers_matches_the_reference(runtime, case):
+    """``arg_max`` over integer columns, which the native core evaluates where the runtime
+    asks for it (``harness.LARGE_DATA_PATHS``): nulls skipped, ties by the least value."""
+    stream, points = case
+
+    def build(flow, i):
+        s = i["s"].select("g", "v", h=dd.col("g") % 2)
+        return [
+            s.group_by("h").agg(best=dd.arg_max("v", by="g"), n=dd.count()),
+            s.group_by("g").agg(best=dd.arg_max("v", by="v")),
+        ]
+
+    run = run_stream(build, NULLABLE, stream, runtime, run_points=points)
+    check_run(run)
+
+
 # ---------------------------------------------------------------------- errors
 
 

@@ -48,16 +48,17 @@ fn weighted(values: Row, diff: i64) -> Row {
         .collect()
 }
 
-fn logic(kind: &str, aggs: Vec<(String, Option<usize>)>) -> PyResult<Logic> {
+fn logic(kind: &str, aggs: Vec<(String, Option<usize>, Option<usize>)>) -> PyResult<Logic> {
     let parsed = aggs
         .into_iter()
-        .map(|(a, i)| match (a.as_str(), i) {
-            ("count", _) => Ok(Aggregate::Count),
-            ("sum", Some(i)) => Ok(Aggregate::Sum(i)),
-            ("min", Some(i)) => Ok(Aggregate::Min(i)),
-            ("max", Some(i)) => Ok(Aggregate::Max(i)),
-            (other, _) => Err(PyValueError::new_err(format!(
-                "the native reducer has no aggregate {other:?} over {i:?}"
+        .map(|(a, i, by)| match (a.as_str(), i, by) {
+            ("count", _, _) => Ok(Aggregate::Count),
+            ("sum", Some(i), _) => Ok(Aggregate::Sum(i)),
+            ("min", Some(i), _) => Ok(Aggregate::Min(i)),
+            ("max", Some(i), _) => Ok(Aggregate::Max(i)),
+            ("arg_max", Some(i), Some(by)) => Ok(Aggregate::ArgMax(i, by)),
+            (other, _, _) => Err(PyValueError::new_err(format!(
+                "the native reducer has no aggregate {other:?} over {i:?} (by {by:?})"
             ))),
         })
         .collect::<PyResult<Vec<_>>>()?;
@@ -174,13 +175,14 @@ impl Reducer {
 #[pymethods]
 impl Reducer {
     /// A reducer of `kind` (`"agg_weights"`, `"agg"`, `"distinct"`) with aggregates
-    /// `[(kind, value column)]`, over `keys` key columns and `values` value columns, times of
-    /// the coordinates given; `booleans` marks the output columns that are booleans.
+    /// `[(kind, value column, by column)]` (the by column of an `arg_max` only), over `keys`
+    /// key columns and `values` value columns, times of the coordinates given; `booleans`
+    /// marks the output columns that are booleans.
     #[new]
     fn new(
         coordinates: Vec<String>,
         kind: &str,
-        aggs: Vec<(String, Option<usize>)>,
+        aggs: Vec<(String, Option<usize>, Option<usize>)>,
         keys: usize,
         values: usize,
         booleans: Vec<bool>,
@@ -190,8 +192,13 @@ impl Reducer {
         let logic = logic(kind, aggs)?;
         if let Logic::Weights(a) | Logic::Values(a) = &logic {
             for agg in a {
-                if let Aggregate::Sum(i) | Aggregate::Min(i) | Aggregate::Max(i) = agg {
-                    if *i >= values {
+                let read = match agg {
+                    Aggregate::Count => None,
+                    Aggregate::Sum(i) | Aggregate::Min(i) | Aggregate::Max(i) => Some(*i),
+                    Aggregate::ArgMax(i, by) => Some((*i).max(*by)),
+                };
+                if let Some(i) = read {
+                    if i >= values {
                         return Err(PyValueError::new_err(format!(
                             "an aggregate of value column {i} of {values}"
                         )));

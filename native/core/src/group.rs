@@ -27,6 +27,10 @@ pub enum Aggregate {
     Min(usize),
     /// The greatest value of column `i` among those of positive multiplicity (null if none).
     Max(usize),
+    /// The value of column `i` of the `(value, by)` pair of column `i` and column `j` of
+    /// positive multiplicity (both not null) with the greatest `by`, ties broken by the least
+    /// value (null if none).
+    ArgMax(usize, usize),
 }
 
 /// The function a reduce applies to each key's group.
@@ -70,6 +74,8 @@ pub struct Scratch {
     outputs: Vec<usize>,
     /// a position and an end per part, for a walk of the parts in value order
     walk: Vec<(usize, usize)>,
+    /// `(by, value, diff)` of the updates at or before the time, for an arg max
+    ranked: Vec<(i64, i64, i64)>,
 }
 
 /// A key's updates where they lie in a spine: `(batch, key position)` for each batch that
@@ -173,6 +179,32 @@ fn extreme(
     }
 }
 
+/// [`Aggregate::ArgMax`] of the updates at or before `t`: their `(by, value)` pairs sorted
+/// by `by` descending, then value ascending, and the first whose multiplicity is positive.
+fn arg_max(
+    tt: &TimeType,
+    input: Located<'_>,
+    t: &[i64],
+    column: usize,
+    by: usize,
+    scratch: &mut Scratch,
+) -> Option<i64> {
+    let ranked = &mut scratch.ranked;
+    ranked.clear();
+    input.each(|h, u| {
+        if let (Some(v), Some(b)) = (h.value(u, column), h.value(u, by)) {
+            if tt.less_equal(h.time(u), t) {
+                ranked.push((b, v, h.diff(u)));
+            }
+        }
+    });
+    ranked.sort_unstable_by(|p, q| q.0.cmp(&p.0).then(p.1.cmp(&q.1)));
+    ranked
+        .chunk_by(|p, q| (p.0, p.1) == (q.0, q.1))
+        .find(|run| run.iter().fold(0i64, |m, p| m.wrapping_add(p.2)) > 0)
+        .map(|run| run[0].1)
+}
+
 /// [`extreme`] of the first value column, by which a key's updates are sorted in each batch:
 /// the parts are walked together in value order (from the least, or from the greatest), and
 /// the walk stops at the first value of positive multiplicity, usually after a few updates.
@@ -267,7 +299,7 @@ pub fn desired_row(
         Logic::Weights(aggs) => row.extend(aggs.iter().map(|a| match a {
             Aggregate::Count => Some(count),
             Aggregate::Sum(c) => Some(sum(*c, true)),
-            Aggregate::Min(_) | Aggregate::Max(_) => None,
+            Aggregate::Min(_) | Aggregate::Max(_) | Aggregate::ArgMax(..) => None,
         })),
         Logic::Values(aggs) => {
             for a in aggs {
@@ -276,6 +308,7 @@ pub fn desired_row(
                     Aggregate::Sum(c) => Some(sum(*c, false)),
                     Aggregate::Min(c) => extreme(tt, input, t, *c, true, scratch),
                     Aggregate::Max(c) => extreme(tt, input, t, *c, false, scratch),
+                    Aggregate::ArgMax(c, by) => arg_max(tt, input, t, *c, *by, scratch),
                 };
                 row.push(v);
             }

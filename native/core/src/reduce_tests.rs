@@ -98,7 +98,7 @@ fn apply(logic: &Logic, group: &[(Row, i64)]) -> Vec<(Row, i64)> {
                 .map(|a| match a {
                     Aggregate::Count => Some(*count),
                     Aggregate::Sum(i) => Some(weights[*i].unwrap_or(0)),
-                    Aggregate::Min(_) | Aggregate::Max(_) => None,
+                    Aggregate::Min(_) | Aggregate::Max(_) | Aggregate::ArgMax(..) => None,
                 })
                 .collect();
             vec![(row, 1)]
@@ -117,6 +117,7 @@ fn apply(logic: &Logic, group: &[(Row, i64)]) -> Vec<(Row, i64)> {
                     })),
                     Aggregate::Min(i) => present(group, *i).into_iter().next(),
                     Aggregate::Max(i) => present(group, *i).into_iter().next_back(),
+                    Aggregate::ArgMax(i, by) => ranked_first(group, *i, *by),
                 })
                 .collect();
             vec![(row, 1)]
@@ -139,6 +140,29 @@ fn present(group: &[(Row, i64)], i: usize) -> BTreeSet<i64> {
         .filter(|(_, m)| *m > 0)
         .map(|(x, _)| x)
         .collect()
+}
+
+/// The value of column `i` of the `(value, by)` pair of positive multiplicity (both not null)
+/// with the greatest `by`, the least value of those: every pair's multiplicity summed, the
+/// pairs ranked plainly.
+fn ranked_first(group: &[(Row, i64)], i: usize, by: usize) -> Option<i64> {
+    let mut pairs: BTreeMap<(i64, i64), i64> = BTreeMap::new();
+    for (v, m) in group {
+        if let (Some(x), Some(b)) = (v[i], v[by]) {
+            let e = pairs.entry((b, x)).or_insert(0);
+            *e = e.wrapping_add(*m);
+        }
+    }
+    let best_by = pairs
+        .iter()
+        .filter(|(_, m)| **m > 0)
+        .map(|((b, _), _)| *b)
+        .max()?;
+    pairs
+        .iter()
+        .filter(|((b, _), m)| *b == best_by && **m > 0)
+        .map(|((_, x), _)| *x)
+        .min()
 }
 
 /// `f` of the accumulated input at `t`, recomputed from every update given so far.
@@ -190,6 +214,10 @@ fn logics() -> impl Strategy<Value = Logic> {
         Just(Logic::Weights(vec![Aggregate::Count, Aggregate::Sum(0)])),
         // (the first value column's extremes walk the batches in value order)
         Just(Logic::Values(vec![Aggregate::Max(0), Aggregate::Min(1)])),
+        Just(Logic::Values(vec![
+            Aggregate::ArgMax(0, 1),
+            Aggregate::ArgMax(1, 0)
+        ])),
     ]
 }
 

@@ -6,10 +6,10 @@ the algorithm and its invariants): both arrangements, the pending ``(key, time)`
 the evaluation live in the core, and a step crosses into it once per input batch, once per
 evaluation round and once to compact, instead of once per kernel.
 
-:func:`native_applies` says which reduces the core covers: ``count``, ``sum``, ``min`` and
-``max`` aggregates, ``distinct`` and ``threshold``, with keys and values of the integer family
-(``int64``, ``int32``, ``bool``, ``date``, ``datetime``), nulls included. The others (floats,
-strings, lists, ``mean``, ``top_k``, ``arg_max``, ``reduce``) run in Python; the choice is
+:func:`native_applies` says which reduces the core covers: ``count``, ``sum``, ``min``,
+``max`` and ``arg_max`` aggregates, ``distinct`` and ``threshold``, with keys and values of the
+integer family (``int64``, ``int32``, ``bool``, ``date``, ``datetime``), nulls included. The
+others (floats, strings, lists, ``mean``, ``top_k``, ``reduce``) run in Python; the choice is
 made once, when the dataflow is built. A threshold's function is called from the core once
 per evaluation, with the distinct multiplicities of the records evaluated, in increasing
 order (:meth:`NativeReducer._multiplicities`).
@@ -46,7 +46,7 @@ __all__ = ["NativeReducer", "native_applies"]
 _INTEGER_FAMILY = (pl.Int64, pl.Int32, pl.Boolean, pl.Date, pl.Datetime)
 #: the dtypes a batch held as Python rows gives the core as they are (ints and bools)
 _ROW_SAFE = (pl.Int64, pl.Int32, pl.Boolean)
-_AGGREGATES = ("count", "sum", "min", "max")
+_AGGREGATES = ("count", "sum", "min", "max", "arg_max")
 
 
 def _integer(dtype: Any) -> bool:
@@ -79,7 +79,7 @@ def native_applies(spec: ReduceSpec, source: dict[str, Any]) -> bool:
             continue
         if kind == "sum" and source[column] == pl.Boolean:
             return False
-        if kind in ("min", "max") and out != source[column]:
+        if kind in ("min", "max", "arg_max") and out != source[column]:
             return False
     return True
 
@@ -135,7 +135,14 @@ class NativeReducer:
         }
         self.output_schema = {**self.out_schema}
         index = {c: i for i, c in enumerate(self.sources)}
-        aggs = [(kind, None if c is None else index[c]) for _, kind, c in spec.aggs]
+        aggs = [
+            (
+                kind,
+                None if c is None else index[c],
+                index[spec.rank_of(name)[1]] if kind == "arg_max" else None,
+            )
+            for name, kind, c in spec.aggs
+        ]
         booleans = [d == pl.Boolean for d in self.out_dtypes]
         self.core = native().Reducer(
             list(tt.coordinates), spec.kind, aggs, len(spec.keys), len(self.sources), booleans
