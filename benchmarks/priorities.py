@@ -22,7 +22,7 @@ import numpy as np
 import polars as pl
 
 import ddflow as dd
-from benchmarks.cc import apply_changes, load_edges
+from benchmarks.cc import _remove_once, apply_changes, load_edges
 from benchmarks.common import dataflow, machine, native_reducer, summary
 from benchmarks.graphs import random_changes, rmat
 
@@ -107,8 +107,6 @@ def measure(
 
 
 def _apply(live: pl.DataFrame, gone: pl.DataFrame, new: pl.DataFrame) -> pl.DataFrame:
-    from benchmarks.cc import _remove_once
-
     return pl.concat([_remove_once(live, gone), new])
 
 

@@ -28,7 +28,6 @@ same in every process, runtime and version). A change re-sorts its bucket and th
 
 from __future__ import annotations
 
-import functools
 import math
 import zlib
 from collections.abc import Sequence
@@ -141,49 +140,43 @@ class _FirstN:
     (An object, not a closure: it is sent to worker processes.)"""
 
     def __init__(self, names: list[str], by: list[str], descending: list[bool], n: int) -> None:
-        order = [(names.index(b), d) for b, d in zip(by, descending, strict=True)]
-        self.order = order + [(p, False) for p in range(len(names))]
+        self.order = [(names.index(b), d) for b, d in zip(by, descending, strict=True)]
         self.n = n
 
-    def _compare(self, a: tuple[Any, ...], b: tuple[Any, ...]) -> int:
-        for p, desc in self.order:
-            c = _compare(a[p], b[p], desc)
-            if c:
-                return c
-        return 0
-
     def __call__(self, _key: Any, group: list[tuple[tuple[Any, ...], int]]) -> list[Any]:
-        key = functools.cmp_to_key(self._compare)
+        # stable sorts, the last decisive: every column ascending (the ties' order), then the
+        # order's columns from the last to the first
+        ranked = sorted(group, key=lambda vc: tuple(map(_ascending, vc[0])))
+        for p, desc in reversed(self.order):
+            if desc:
+                ranked.sort(key=lambda vc: _descending(vc[0][p]), reverse=True)
+            else:
+                ranked.sort(key=lambda vc: _ascending(vc[0][p]))
         out: list[tuple[Any, ...]] = []
-        for values, count in sorted(group, key=lambda vc: key(vc[0])):
+        for values, count in ranked:
             out += [values] * min(count, self.n - len(out))
             if len(out) >= self.n:
                 break
         return out
 
 
-def _rank(v: Any, descending: bool) -> int:
-    """Where a value's class sorts: values, NaN after them (before them descending), nulls
-    last."""
+def _ascending(v: Any) -> tuple[Any, ...]:
+    """A value's sort key, ascending: values, then NaN, then nulls; a list element by element,
+    a prefix first."""
     if v is None:
-        return 2
+        return (2,)
     if isinstance(v, float) and math.isnan(v):
-        return 0 if descending else 1
-    return 1 if descending else 0
+        return (1,)
+    if isinstance(v, list):
+        return (0, tuple(map(_ascending, v)))
+    return (0, v)
 
 
-def _compare(a: Any, b: Any, descending: bool) -> int:
-    ra, rb = _rank(a, descending), _rank(b, descending)
-    if ra != rb:
-        return -1 if ra < rb else 1
-    if a is None or a == b or (isinstance(a, float) and math.isnan(a)):
-        return 0
-    if isinstance(a, list):  # (a list column breaking a tie: element by element)
-        for x, y in zip(a, b, strict=False):
-            c = _compare(x, y, False)
-            if c:
-                return -c if descending else c
-        c = (len(a) > len(b)) - (len(a) < len(b))
-        return -c if descending else c
-    c = -1 if a < b else 1
-    return -c if descending else c
+def _descending(v: Any) -> tuple[Any, ...]:
+    """A value's sort key for a reversed sort: NaN first, then values from the largest, then
+    nulls (the order's columns are never lists)."""
+    if v is None:
+        return (0,)
+    if isinstance(v, float) and math.isnan(v):
+        return (2,)
+    return (1, v)
