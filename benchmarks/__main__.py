@@ -26,6 +26,7 @@ BENCHMARKS = {
     "cbp": "benchmarks.cbp",
     "steps": "benchmarks.steps",
     "priorities": "benchmarks.priorities",
+    "small_scc": "benchmarks.small_scc",
 }
 
 

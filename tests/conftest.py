@@ -22,6 +22,9 @@ import pytest
 from hypothesis import HealthCheck
 from hypothesis import settings as hypothesis_settings
 
+from ddflow.runtime.native.progress import native_tracker
+from ddflow.timely.progress import Tracker
+
 #: the environment variable that skips the Spark tests on purpose (any value but "" and "0")
 SKIP_SPARK = "DDFLOW_SKIP_SPARK"
 SKIP_REASON = f"Spark tests skipped on purpose ({SKIP_SPARK} is set)"
@@ -147,3 +150,13 @@ def _reused_worker_processes() -> Iterator[None]:
     reuse_processes(True)
     yield
     reuse_processes(False)
+
+
+@pytest.fixture(name="make_tracker", scope="session", params=["python", "native"])
+def _make_tracker(request: pytest.FixtureRequest) -> Any:
+    """The two implementations of progress tracking, made as
+    :class:`~ddflow.timely.progress.Tracker` is: a test that takes ``make_tracker`` checks
+    both."""
+    if request.param == "python":
+        return Tracker
+    return native_tracker

@@ -453,3 +453,31 @@ def test_priorities(capsys: pytest.CaptureFixture[str]) -> None:
             check_ratio(ratios["first_result"], p["first_result_s"], q["first_result_s"], rel=0.01)
             for kind in ("single_edge", "batch_of_100"):
                 check_ratio(ratios[kind], p[kind]["median_ms"], q[kind]["median_ms"])
+
+
+def test_small_scc(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The three configurations and NetworkX on the same changes, each flow's components
+    checked equal to NetworkX's after every change (the benchmark raises otherwise); a flow
+    that gets one change wrong fails the run."""
+    r = run_benchmark("small_scc", capsys)
+    assert r["graph"] == {"nodes": 40, "edges": 100} and r["changes"] == 8
+    assert r["result_checked"] is True
+    for name in ("python", "native_progress", "native", "networkx"):
+        check_summary(r[name], runs=8)
+    for name in ("python", "native_progress", "native"):
+        assert r[name]["median_steps"] > 0
+        check_ratio(
+            r["ratios"][f"{name}_vs_python"], r["python"]["median_ms"], r[name]["median_ms"]
+        )
+        check_ratio(
+            r["ratios"][f"{name}_vs_networkx"],
+            r["networkx"]["median_ms"],
+            r[name]["median_ms"],
+            decimals=3,
+        )
+    from benchmarks import small_scc
+
+    real = small_scc.networkx_components
+    monkeypatch.setattr(small_scc, "networkx_components", lambda live: {**real(live), -1: -1})
+    with pytest.raises(small_scc.ResultMismatch, match="after change 0"):
+        small_scc.run(quick=True)

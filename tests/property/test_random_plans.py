@@ -50,14 +50,19 @@ EPOCHS, UPDATES = (6, 10) if LONG else (4, 6)
 BUDGET = 60.0
 
 RUNTIMES: dict[str, Callable[[], dd.Dataflow]] = {
-    # (the reduces the native core covers run there)
+    # (the reduces the native core covers run there; progress is tracked by the core's
+    # tracker and the Python one, compared at every call)
     "local": lambda: dd.Dataflow(
-        runtime=dd.LocalRuntime(LocalSettings(reduce=ReduceSettings(native=True)))
+        runtime=dd.LocalRuntime(
+            LocalSettings(reduce=ReduceSettings(native=True), progress="checked")
+        )
     ),
-    # (every batch in Polars, and every reduce in Python rather than in the native core)
+    # (every batch in Polars, every reduce in Python rather than in the native core, and
+    # progress tracked by the Python tracker alone)
     "local-columnar": lambda: dd.Dataflow(
         runtime=dd.LocalRuntime(
-            LocalSettings(reduce=ReduceSettings(native=False)), small_batch_rows=0
+            LocalSettings(reduce=ReduceSettings(native=False), progress="python"),
+            small_batch_rows=0,
         )
     ),
     # (several workers in this process, one after another: the routes and progress tracking

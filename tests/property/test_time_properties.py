@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 
 from ddflow.timely.frontier import Antichain, MutableAntichain
 from ddflow.timely.lattice import EPOCHS, Time, TimeType
-from ddflow.timely.progress import ProgressGraph, Summary, Tracker
+from ddflow.timely.progress import ProgressGraph, Summary
 
 coordinates = st.sampled_from(["product", "lexicographic"])
 
@@ -252,9 +252,9 @@ def cyclic_graphs_with_pointstamps(draw: st.DrawFn):
 
 @given(cyclic_graphs_with_pointstamps(), st.data())
 @settings(max_examples=100, deadline=None)
-def test_tracker_matches_fixpoint_on_random_cyclic_graphs(args, data):
+def test_tracker_matches_fixpoint_on_random_cyclic_graphs(make_tracker, args, data):
     g, pointstamps = args
-    tracker = Tracker(g)
+    tracker = make_tracker(g)
     for (kind, n, p), t in pointstamps:
         (tracker.update_target if kind == "t" else tracker.update_source)(n, p, t, +1)
     tracker.propagate()
@@ -272,7 +272,7 @@ def test_tracker_matches_fixpoint_on_random_cyclic_graphs(args, data):
 
 @given(cyclic_graphs_with_pointstamps(), st.data())
 @settings(max_examples=100, deadline=None)
-def test_tracker_follows_pointstamps_that_move_between_propagates(args, data):
+def test_tracker_follows_pointstamps_that_move_between_propagates(make_tracker, args, data):
     """Rounds of changes as a scheduler makes them: in each, pointstamps are retired and others
     added (a message consumed and its output sent, a capability moved on), in any order, some
     cancelling within the round, before one ``propagate``. After every round the frontier at
@@ -282,7 +282,7 @@ def test_tracker_follows_pointstamps_that_move_between_propagates(args, data):
     g, pointstamps = args
     locs = locations(g)
     on_demand = set(data.draw(st.lists(st.integers(0, len(g.inputs) - 1), max_size=3)))
-    tracker = Tracker(g, on_demand=on_demand)
+    tracker = make_tracker(g, on_demand=on_demand)
     held: Counter = Counter()
     targets = [(n, i) for n, ins in enumerate(g.inputs) for i in range(len(ins))]
     before = {k: set(tracker.frontier(*k)) for k in targets}

@@ -100,11 +100,14 @@ Build = Callable[
 #: cannot be packed: floats, strings, nulls); a reduce evaluation over more than
 #: ``evaluate_slice_rows`` history rows goes in slices of keys (here more than 16); and a
 #: lookup of many keys in a batch of ``scan_rows`` or more scans it (a join then reads the
-#: batch whole, other keys' updates too). Both local variants run with them.
+#: batch whole, other keys' updates too). Both local variants run with them. Progress is
+#: tracked by the core's tracker and the Python one, compared at every call
+#: (``progress="checked"``).
 LARGE_DATA_PATHS = LocalSettings(
     sums=SumSettings(packed_rows=1),
     reduce=ReduceSettings(evaluate_slice_rows=16, native=True),
     lookups=LookupSettings(scan_rows=1),
+    progress="checked",
 )
 #: ... with every reduce in Python (:data:`LARGE_DATA_PATHS` runs those the native core
 #: covers there)

@@ -276,9 +276,9 @@ def test_operators_reading_frontiers_run_with_every_change_propagated(runtime, c
             def checked(op=op, schedule=op.schedule):
                 tracker = worker.tracker
                 if op.frontier_on_demand:
-                    if tracker._counted != len(tracker._pending):
+                    if tracker.uncounted_changes():
                         late.append(op.name)
-                elif tracker._pending:
+                elif tracker.pending_changes():
                     late.append(op.name)
                 running[0] = True
                 try:

@@ -5,6 +5,7 @@
 //! exceptions, never as panics.
 
 mod ffi;
+mod progress;
 mod reducer;
 
 use ddflow_core::lattice::{Antichain, Coordinate, TimeType};
@@ -91,6 +92,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(time_join_meet, m)?)?;
     m.add_function(wrap_pyfunction!(time_advance_by, m)?)?;
     m.add_class::<reducer::Reducer>()?;
+    m.add_class::<progress::Tracker>()?;
     m.add_function(wrap_pyfunction!(int64_column, m)?)?;
     Ok(())
 }

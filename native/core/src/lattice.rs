@@ -23,10 +23,14 @@
 //! integers ([`TimeType::linear_cmp`], plain slice comparison) is a linear extension of the
 //! partial order: `s <= t` implies `s` sorts no later than `t`.
 //!
+//! A [`MutableAntichain`] counts times and keeps the frontier of those with positive counts,
+//! as progress tracking needs at every input it watches.
+//!
 //! These are the rules of the Python `ddflow.timely.lattice`, which the bindings' tests compare
 //! with this module.
 
 use std::cmp::Ordering;
+use std::collections::HashMap;
 
 /// How one coordinate of a time is ordered.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -301,6 +305,91 @@ impl Antichain {
     /// Whether some element is `< t`.
     pub fn less_than(&self, tt: &TimeType, t: &[i64]) -> bool {
         self.elements().any(|f| tt.less_than(f, t))
+    }
+}
+
+/// The minimal elements of distinct `times` sorted lexicographically (a linear extension of
+/// the order: a time can only be dominated by an earlier one).
+pub fn minimal_sorted(tt: &TimeType, times: impl IntoIterator<Item = Vec<i64>>) -> Vec<Vec<i64>> {
+    let mut minimal: Vec<Vec<i64>> = Vec::new();
+    for t in times {
+        if !minimal.iter().any(|m| tt.less_equal(m, &t)) {
+            minimal.push(t);
+        }
+    }
+    minimal
+}
+
+/// Counts of times and the frontier of those with positive count.
+#[derive(Clone, Debug)]
+pub struct MutableAntichain {
+    tt: TimeType,
+    counts: HashMap<Vec<i64>, i64>,
+    frontier: Vec<Vec<i64>>,
+}
+
+impl MutableAntichain {
+    /// No time counted.
+    pub fn new(tt: TimeType) -> Self {
+        MutableAntichain {
+            tt,
+            counts: HashMap::new(),
+            frontier: Vec::new(),
+        }
+    }
+
+    /// The minimal times with positive count, in lexicographic order.
+    pub fn frontier(&self) -> &[Vec<i64>] {
+        &self.frontier
+    }
+
+    /// No time has a positive count.
+    pub fn is_empty(&self) -> bool {
+        self.frontier.is_empty()
+    }
+
+    /// Apply count changes; whether the frontier changed. A time that leaves and comes back
+    /// within the changes changes nothing: the frontier is judged on the counts at the end.
+    pub fn apply_changes(&mut self, changes: &[(Vec<i64>, i64)]) -> bool {
+        let mut flipped: Vec<&[i64]> = Vec::new();
+        for (t, d) in changes {
+            if *d == 0 {
+                continue;
+            }
+            let old = self.counts.get(t.as_slice()).copied().unwrap_or(0);
+            let new = old + d;
+            if new != 0 {
+                self.counts.insert(t.clone(), new);
+            } else {
+                self.counts.remove(t.as_slice());
+            }
+            if (old > 0) != (new > 0) {
+                flipped.push(t);
+            }
+        }
+        let tt = &self.tt;
+        let moves = flipped.iter().any(|t| {
+            if self.counts.get(*t).is_some_and(|&c| c > 0) {
+                // a new positive time moves the frontier only if nothing in it is <= t
+                !self.frontier.iter().any(|f| tt.less_equal(f, t))
+            } else {
+                self.frontier.iter().any(|f| f.as_slice() == *t)
+            }
+        });
+        if !moves {
+            return false;
+        }
+        let mut positive: Vec<Vec<i64>> = self
+            .counts
+            .iter()
+            .filter(|(_, &c)| c > 0)
+            .map(|(t, _)| t.clone())
+            .collect();
+        positive.sort_unstable();
+        let frontier = minimal_sorted(tt, positive);
+        let changed = frontier != self.frontier;
+        self.frontier = frontier;
+        changed
     }
 }
 

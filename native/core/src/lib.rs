@@ -10,6 +10,7 @@
 //! * [`interesting`]: a key's interesting times (lubs of its times with new ones);
 //! * [`trace`]: arrangements, sorted batches of every key's updates merged by a spine and read
 //!   by galloping cursors;
+//! * [`progress`]: pointstamps, path summaries and the frontiers they imply;
 //! * [`reduce`]: the reduce family's state and step (interesting times, evaluation, compaction);
 //! * [`row`]: an order-preserving row encoding of records of any type (keys as bytes).
 //!
@@ -21,6 +22,7 @@ pub mod group;
 pub mod history;
 pub mod interesting;
 pub mod lattice;
+pub mod progress;
 pub mod reduce;
 pub mod row;
 pub mod trace;

@@ -46,6 +46,7 @@ from ddflow.timely.lattice import Time, TimeType
 
 if TYPE_CHECKING:
     from ddflow.differential.operators.join import Arranger
+    from ddflow.timely.progress import ProgressGraph
 
 __all__ = [
     "Batch",
@@ -199,6 +200,21 @@ class Kernels(Protocol):
     name: str
     #: what the runtime can do beyond this protocol
     capabilities: Capabilities
+
+    # progress
+    def progress_tracker(
+        self,
+        graph: ProgressGraph,
+        watched: set[int] | None,
+        on_demand: set[int],
+        merged: set[int],
+    ) -> Any:
+        """The progress tracker of a worker's graph: a
+        :class:`~ddflow.timely.progress.Tracker` (the arguments are its constructor's), or an
+        implementation of the methods a scheduler calls on it (``update_source``,
+        ``update_target``, ``count_pending``, ``propagate``, ``frontier``, ``all_complete``,
+        ``pending_changes``, ``uncounted_changes``) with the same answers."""
+        ...
 
     # construction and conversion
     def empty(self, schema: Any, tt: TimeType) -> Batch: ...

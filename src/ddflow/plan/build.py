@@ -80,7 +80,7 @@ def build(
     this process, each with a copy of every operator, and exchanges before keyed operators
     (see :func:`build_shard`)."""
     if workers == 1:
-        worker = Worker()
+        worker = Worker(tracker=kernels.progress_tracker)
         _Builder(plan, kernels, inputs, last_epoch, loop_counts, worker).build()
         worker.start()
         return worker

@@ -55,6 +55,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from operator import add as _add
+from typing import Any
 
 from ddflow.timely.frontier import MutableAntichain, minimal_sorted
 from ddflow.timely.lattice import Coordinate, Time, TimeType
@@ -163,6 +164,31 @@ class ProgressGraph:
         if self.outputs[source[0]][source[1]] != self.inputs[target[0]][target[1]]:
             raise ValueError(f"edge {source} -> {target} joins ports of different time types")
         self.edges.setdefault(source, []).append(target)
+
+    def plain(self) -> tuple[list[Any], list[Any], list[Any], list[tuple[int, int, int, int]]]:
+        """The graph as plain values, for a tracker of another implementation (the native
+        core's): each node's input and output time types as their coordinates, its summaries
+        as ``(input, output, keep, adds, append, out coordinates)``, and the edges as
+        ``(node, port, node, port)``.
+
+        >>> from ddflow.timely.lattice import EPOCHS
+        >>> g = ProgressGraph()
+        >>> a, b = g.add_node([], [EPOCHS]), g.add_node([EPOCHS], [])
+        >>> g.add_edge((a, 0), (b, 0))
+        >>> g.plain()
+        ([[], [['product']]], [[['product']], []], [[], []], [(0, 0, 1, 0)])
+        """
+        inputs = [[list(tt.coordinates) for tt in types] for types in self.inputs]
+        outputs = [[list(tt.coordinates) for tt in types] for types in self.outputs]
+        internal = [
+            [
+                (i, j, s.keep, list(s.adds), list(s.append), list(s.out_type.coordinates))
+                for (i, j), s in summaries.items()
+            ]
+            for summaries in self.internal
+        ]
+        edges = [(n, p, m, q) for (n, p), targets in self.edges.items() for m, q in targets]
+        return inputs, outputs, internal, edges
 
 
 class Tracker:
@@ -366,6 +392,14 @@ class Tracker:
             if self._implied[k].apply_changes(changes):
                 changed.add(self._targets[k][0])
         return changed
+
+    def pending_changes(self) -> int:
+        """How many count changes are not propagated yet."""
+        return len(self._pending)
+
+    def uncounted_changes(self) -> int:
+        """How many of them the counts on-demand frontiers read do not hold yet."""
+        return len(self._pending) - self._counted if self._counts is not None else 0
 
     def frontier(self, node: int, port: int) -> list[Time]:
         """The frontier at an operator input: the minimal times that may still arrive there."""

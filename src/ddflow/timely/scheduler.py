@@ -76,7 +76,11 @@ class Stepping:
 class Worker(Stepping):
     """Runs the operators of one dataflow to quiescence."""
 
-    def __init__(self) -> None:
+    def __init__(self, tracker: Callable[..., Any] = Tracker) -> None:
+        #: makes the progress tracker when the worker starts, from the graph and the sets of
+        #: watched, on-demand and merged nodes (:class:`~ddflow.timely.progress.Tracker`, or
+        #: the runtime's: :meth:`~ddflow.differential.kernel.Kernels.progress_tracker`)
+        self.make_tracker = tracker
         self.operators: list[Operator] = []
         self.graph = ProgressGraph()
         self.edges: dict[tuple[int, int], list[tuple[int, int]]] = {}
@@ -114,7 +118,7 @@ class Worker(Stepping):
         watched = {op.index for op in self.operators if op.watches_frontier}
         on_demand = {op.index for op in self.operators if op.frontier_on_demand}
         merged = {op.index for op in self.operators if op.frontier_merged}
-        self.tracker = Tracker(self.graph, watched, on_demand, merged)
+        self.tracker = self.make_tracker(self.graph, watched, on_demand, merged)
         for op in self.operators:
             op.on_start()
         for n in self.tracker.propagate():

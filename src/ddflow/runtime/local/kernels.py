@@ -55,8 +55,10 @@ from ddflow.runtime.local.reduce_kernels import ReduceKernels
 from ddflow.runtime.local.reducer import KernelReducer
 from ddflow.runtime.local.rows import Batch, Rows, as_rows, frame, partition_frame
 from ddflow.runtime.local.settings import LocalSettings
+from ddflow.runtime.native.progress import CheckedTracker, native_tracker
 from ddflow.schema.types import show
 from ddflow.timely.lattice import Time, TimeType
+from ddflow.timely.progress import ProgressGraph, Tracker
 
 if TYPE_CHECKING:
     from ddflow.differential.kernel import ReduceSpec
@@ -644,6 +646,20 @@ class LocalKernels(ReduceKernels):
         return accumulate(history, queries, tt, keys, values, self.settings.sums, weights)
 
     # ------------------------------------------------------------------ reduce
+
+    def progress_tracker(
+        self,
+        graph: ProgressGraph,
+        watched: set[int] | None,
+        on_demand: set[int],
+        merged: set[int],
+    ) -> Any:
+        """The tracker the settings' ``progress`` names: the core's by default."""
+        if self.settings.progress == "native":
+            return native_tracker(graph, watched, on_demand, merged)
+        if self.settings.progress == "checked":
+            return CheckedTracker(graph, watched, on_demand, merged)
+        return Tracker(graph, watched, on_demand, merged)
 
     def change_log(self) -> ChangeLog:
         """An output's log, holding small epochs' changes as rows until read."""

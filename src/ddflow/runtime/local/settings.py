@@ -230,7 +230,11 @@ class LocalSettings:
     * ``lookups``: how lookups search arranged batches (:class:`LookupSettings`);
     * ``sums``: how updates are consolidated and merged (:class:`SumSettings`);
     * ``index``: when a min/max reduce reads through batch indexes (:class:`IndexSettings`);
-    * ``reduce``: which path the reduce kernels take (:class:`ReduceSettings`).
+    * ``reduce``: which path the reduce kernels take (:class:`ReduceSettings`);
+    * ``progress``: which progress tracker a worker runs: ``"native"``, the core's
+      (:mod:`ddflow.runtime.native.progress`); ``"python"``,
+      :class:`~ddflow.timely.progress.Tracker`; ``"checked"``, both, compared at every call
+      (for tests: a disagreement raises).
 
     >>> LocalSettings().small_batch_rows
     256
@@ -246,7 +250,12 @@ class LocalSettings:
     sums: SumSettings = field(default_factory=SumSettings)
     index: IndexSettings = field(default_factory=IndexSettings)
     reduce: ReduceSettings = field(default_factory=ReduceSettings)
+    progress: str = "native"
 
     def __post_init__(self) -> None:
         if self.small_batch_rows < 0:
             raise ValueError(f"small_batch_rows must be >= 0, got {self.small_batch_rows}")
+        if self.progress not in ("native", "python", "checked"):
+            raise ValueError(
+                f"progress must be 'native', 'python' or 'checked', got {self.progress!r}"
+            )
