@@ -5,12 +5,14 @@ directed graph of 40 nodes and 100 edges (seeded); each change removes one edge 
 back, and each flow absorbs it (``advance_to``, ``run``) while NetworkX recomputes the
 components of the whole graph (``strongly_connected_components``).
 
-Three configurations run side by side, each with a flow of its own, the changes interleaved
+Four configurations run side by side, each with a flow of its own, the changes interleaved
 so that all see the same machine load:
 
 * ``python``: the Python progress tracker and the Python reducer;
 * ``native_progress``: the core's tracker (the default) and the Python reducer (the default);
-* ``native``: the core's tracker and the reduces in the core (``ReduceSettings(native=True)``).
+* ``native_reduce``: the Python tracker and the reduces in the core
+  (``ReduceSettings(native=True)``);
+* ``native``: the core's tracker and the reduces in the core.
 
 After every change each flow's components must equal NetworkX's (every endpoint of an edge
 labelled with the least node of its component), or the run fails (:class:`ResultMismatch`).
@@ -34,6 +36,7 @@ NODES, EDGES = 40, 100
 CONFIGURATIONS = {
     "python": LocalSettings(progress="python"),
     "native_progress": LocalSettings(),
+    "native_reduce": LocalSettings(reduce=ReduceSettings(native=True), progress="python"),
     "native": LocalSettings(reduce=ReduceSettings(native=True)),
 }
 
