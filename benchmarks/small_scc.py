@@ -5,14 +5,16 @@ directed graph of 40 nodes and 100 edges (seeded); each change removes one edge 
 back, and each flow absorbs it (``advance_to``, ``run``) while NetworkX recomputes the
 components of the whole graph (``strongly_connected_components``).
 
-Four configurations run side by side, each with a flow of its own, the changes interleaved
+Five configurations run side by side, each with a flow of its own, the changes interleaved
 so that all see the same machine load:
 
 * ``python``: the Python progress tracker and the Python reducer;
 * ``native_progress``: the core's tracker (the default) and the Python reducer (the default);
 * ``native_reduce``: the Python tracker and the reduces in the core
   (``ReduceSettings(native=True)``);
-* ``native``: the core's tracker and the reduces in the core.
+* ``native``: the core's tracker and the reduces in the core;
+* ``regions``: the loops run whole in the core (``LocalSettings(regions=True)``), the rest
+  as ``native``.
 
 After every change each flow's components must equal NetworkX's (every endpoint of an edge
 labelled with the least node of its component), or the run fails (:class:`ResultMismatch`).
@@ -38,6 +40,7 @@ CONFIGURATIONS = {
     "native_progress": LocalSettings(),
     "native_reduce": LocalSettings(reduce=ReduceSettings(native=True), progress="python"),
     "native": LocalSettings(reduce=ReduceSettings(native=True)),
+    "regions": LocalSettings(reduce=ReduceSettings(native=True), regions=True),
 }
 
 

@@ -456,13 +456,13 @@ def test_priorities(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_small_scc(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
-    """The four configurations and NetworkX on the same changes, each flow's components
+    """The five configurations and NetworkX on the same changes, each flow's components
     checked equal to NetworkX's after every change (the benchmark raises otherwise); a flow
     that gets one change wrong fails the run."""
     r = run_benchmark("small_scc", capsys)
     assert r["graph"] == {"nodes": 40, "edges": 100} and r["changes"] == 8
     assert r["result_checked"] is True
-    configurations = ("python", "native_progress", "native_reduce", "native")
+    configurations = ("python", "native_progress", "native_reduce", "native", "regions")
     for name in (*configurations, "networkx"):
         check_summary(r[name], runs=8)
     for name in configurations:

@@ -50,11 +50,11 @@ EPOCHS, UPDATES = (6, 10) if LONG else (4, 6)
 BUDGET = 60.0
 
 RUNTIMES: dict[str, Callable[[], dd.Dataflow]] = {
-    # (the reduces the native core covers run there; progress is tracked by the core's
-    # tracker and the Python one, compared at every call)
+    # (the reduces the native core covers run there, and the loops it can run whole;
+    # progress is tracked by the core's tracker and the Python one, compared at every call)
     "local": lambda: dd.Dataflow(
         runtime=dd.LocalRuntime(
-            LocalSettings(reduce=ReduceSettings(native=True), progress="checked")
+            LocalSettings(reduce=ReduceSettings(native=True), progress="checked", regions=True)
         )
     ),
     # (every batch in Polars, every reduce in Python rather than in the native core, and

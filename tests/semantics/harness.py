@@ -102,16 +102,20 @@ Build = Callable[
 #: lookup of many keys in a batch of ``scan_rows`` or more scans it (a join then reads the
 #: batch whole, other keys' updates too). Both local variants run with them. Progress is
 #: tracked by the core's tracker and the Python one, compared at every call
-#: (``progress="checked"``).
+#: (``progress="checked"``), and the loops the native core can run whole run there
+#: (``regions=True``).
 LARGE_DATA_PATHS = LocalSettings(
     sums=SumSettings(packed_rows=1),
     reduce=ReduceSettings(evaluate_slice_rows=16, native=True),
     lookups=LookupSettings(scan_rows=1),
     progress="checked",
+    regions=True,
 )
-#: ... with every reduce in Python (:data:`LARGE_DATA_PATHS` runs those the native core
-#: covers there)
-PYTHON_REDUCES = replace(LARGE_DATA_PATHS, reduce=replace(LARGE_DATA_PATHS.reduce, native=False))
+#: ... with every reduce and every loop in Python (:data:`LARGE_DATA_PATHS` runs those the
+#: native core covers there)
+PYTHON_REDUCES = replace(
+    LARGE_DATA_PATHS, reduce=replace(LARGE_DATA_PATHS.reduce, native=False), regions=False
+)
 
 
 def make_flow(runtime: str) -> dd.Dataflow:

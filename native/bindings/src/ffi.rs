@@ -112,3 +112,31 @@ pub fn import_int64_valid(column: &Bound<'_, PyAny>, what: &str) -> PyResult<Vec
         .map(|v| v.ok_or_else(|| PyValueError::new_err(format!("a null in {what}"))))
         .collect()
 }
+
+/// A batch's columns as they cross: nullable data columns, then time columns and diffs that
+/// hold no null, all of one length.
+pub type BatchColumns = (Vec<Vec<Option<i64>>>, Vec<Vec<i64>>, Vec<i64>);
+
+/// Reads a batch's data columns, time columns and diffs (Arrow `int64` arrays), and checks
+/// that they have one length.
+pub fn import_batch(
+    data: &[Bound<'_, PyAny>],
+    times: &[Bound<'_, PyAny>],
+    diffs: &Bound<'_, PyAny>,
+) -> PyResult<BatchColumns> {
+    let data = data
+        .iter()
+        .map(import_int64)
+        .collect::<PyResult<Vec<_>>>()?;
+    let times = times
+        .iter()
+        .map(|c| import_int64_valid(c, "a time column"))
+        .collect::<PyResult<Vec<_>>>()?;
+    let diffs = import_int64_valid(diffs, "the diffs")?;
+    let n = diffs.len();
+    let lengths = data.iter().map(Vec::len).chain(times.iter().map(Vec::len));
+    if lengths.into_iter().any(|l| l != n) {
+        return Err(PyValueError::new_err("a batch's columns differ in length"));
+    }
+    Ok((data, times, diffs))
+}

@@ -7,6 +7,7 @@
 mod ffi;
 mod progress;
 mod reducer;
+mod region;
 
 use ddflow_core::lattice::{Antichain, Coordinate, TimeType};
 use pyo3::exceptions::PyValueError;
@@ -93,6 +94,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(time_advance_by, m)?)?;
     m.add_class::<reducer::Reducer>()?;
     m.add_class::<progress::Tracker>()?;
+    m.add_class::<region::Region>()?;
     m.add_function(wrap_pyfunction!(int64_column, m)?)?;
     Ok(())
 }

@@ -15,7 +15,7 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyBytes, PyList, PyTuple};
 
-use crate::ffi::{import_int64, import_int64_valid};
+use crate::ffi::{import_batch, import_int64, import_int64_valid};
 use crate::time_type;
 
 /// An arrangement as it crosses: key, value and time columns, and the diffs.
@@ -48,7 +48,10 @@ fn weighted(values: Row, diff: i64) -> Row {
         .collect()
 }
 
-fn logic(kind: &str, aggs: Vec<(String, Option<usize>, Option<usize>)>) -> PyResult<Logic> {
+pub(crate) fn logic(
+    kind: &str,
+    aggs: Vec<(String, Option<usize>, Option<usize>)>,
+) -> PyResult<Logic> {
     let parsed = aggs
         .into_iter()
         .map(|(a, i, by)| match (a.as_str(), i, by) {
@@ -229,24 +232,10 @@ impl Reducer {
         check_len("keys", keys.len(), self.keys)?;
         check_len("values", values.len(), self.values)?;
         check_len("times", times.len(), self.width)?;
-        let keys = keys
-            .iter()
-            .map(import_int64)
-            .collect::<PyResult<Vec<_>>>()?;
-        let values = values
-            .iter()
-            .map(import_int64)
-            .collect::<PyResult<Vec<_>>>()?;
-        let times = times
-            .iter()
-            .map(|c| import_int64_valid(c, "a time column"))
-            .collect::<PyResult<Vec<_>>>()?;
-        let diffs = import_int64_valid(&diffs, "the diffs")?;
-        let n = diffs.len();
-        let lengths = keys.iter().map(Vec::len).chain(values.iter().map(Vec::len));
-        if lengths.chain(times.iter().map(Vec::len)).any(|l| l != n) {
-            return Err(PyValueError::new_err("a batch's columns differ in length"));
-        }
+        let keyed: Vec<Bound<'_, PyAny>> = keys.into_iter().chain(values).collect();
+        let (mut data, times, diffs) = import_batch(&keyed, &times, &diffs)?;
+        let values = data.split_off(self.keys);
+        let keys = data;
         let values = if self.weights {
             values
                 .into_iter()

@@ -30,7 +30,8 @@
 //! with this module.
 
 use std::cmp::Ordering;
-use std::collections::HashMap;
+
+use crate::hash::FastMap;
 
 /// How one coordinate of a time is ordered.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -324,7 +325,7 @@ pub fn minimal_sorted(tt: &TimeType, times: impl IntoIterator<Item = Vec<i64>>) 
 #[derive(Clone, Debug)]
 pub struct MutableAntichain {
     tt: TimeType,
-    counts: HashMap<Vec<i64>, i64>,
+    counts: FastMap<Vec<i64>, i64>,
     frontier: Vec<Vec<i64>>,
 }
 
@@ -333,7 +334,7 @@ impl MutableAntichain {
     pub fn new(tt: TimeType) -> Self {
         MutableAntichain {
             tt,
-            counts: HashMap::new(),
+            counts: FastMap::default(),
             frontier: Vec::new(),
         }
     }
@@ -351,17 +352,29 @@ impl MutableAntichain {
     /// Apply count changes; whether the frontier changed. A time that leaves and comes back
     /// within the changes changes nothing: the frontier is judged on the counts at the end.
     pub fn apply_changes(&mut self, changes: &[(Vec<i64>, i64)]) -> bool {
+        self.apply(changes.iter().map(|(t, d)| (t.as_slice(), *d)))
+    }
+
+    /// [`MutableAntichain::apply_changes`] of borrowed times.
+    pub fn apply<'a>(&mut self, changes: impl IntoIterator<Item = (&'a [i64], i64)>) -> bool {
         let mut flipped: Vec<&[i64]> = Vec::new();
         for (t, d) in changes {
-            if *d == 0 {
+            if d == 0 {
                 continue;
             }
-            let old = self.counts.get(t.as_slice()).copied().unwrap_or(0);
-            let new = old + d;
-            if new != 0 {
-                self.counts.insert(t.clone(), new);
-            } else {
-                self.counts.remove(t.as_slice());
+            let (old, new) = match self.counts.get_mut(t) {
+                Some(c) => {
+                    let old = *c;
+                    *c += d;
+                    (old, *c)
+                }
+                None => {
+                    self.counts.insert(t.to_vec(), d);
+                    (0, d)
+                }
+            };
+            if new == 0 {
+                self.counts.remove(t);
             }
             if (old > 0) != (new > 0) {
                 flipped.push(t);

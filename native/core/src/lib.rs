@@ -6,11 +6,14 @@
 //!   meet and `advance_by`, and antichains (frontiers);
 //! * [`consolidation`]: updates with equal `(data, time)` added up;
 //! * [`group`]: the group functions (count, sum, min, max, distinct) of a key's group at a time;
+//! * [`hash`]: a fast hasher for maps of times;
 //! * [`history`]: updates `(values, time, diff)` as columns, consolidated and advanced;
 //! * [`interesting`]: a key's interesting times (lubs of its times with new ones);
 //! * [`trace`]: arrangements, sorted batches of every key's updates merged by a spine and read
 //!   by galloping cursors;
 //! * [`progress`]: pointstamps, path summaries and the frontiers they imply;
+//! * [`expr`]: column expressions over rows of integers, as a loop region evaluates them;
+//! * [`region`]: loop regions, subgraphs of built-in operators with a scheduler of their own;
 //! * [`reduce`]: the reduce family's state and step (interesting times, evaluation, compaction);
 //! * [`row`]: an order-preserving row encoding of records of any type (keys as bytes).
 //!
@@ -18,12 +21,15 @@
 //! and every invariant is tested here with `cargo test`.
 
 pub mod consolidation;
+pub mod expr;
 pub mod group;
+pub mod hash;
 pub mod history;
 pub mod interesting;
 pub mod lattice;
 pub mod progress;
 pub mod reduce;
+pub mod region;
 pub mod row;
 pub mod trace;
 

@@ -22,6 +22,7 @@
 use std::collections::{HashMap, HashSet};
 use std::fmt;
 
+use crate::hash::FastMap;
 use crate::lattice::{minimal_sorted, Coordinate, MutableAntichain, TimeType};
 
 /// A port: `(node, port)`.
@@ -357,7 +358,7 @@ pub struct Tracker {
     /// an on-demand target -> the locations that reach it -> their minimal summaries
     into: HashMap<Port, HashMap<usize, Vec<Summary>>>,
     /// the counts of the locations an on-demand frontier reads
-    counts: Vec<HashMap<Vec<i64>, i64>>,
+    counts: Vec<FastMap<Vec<i64>, i64>>,
     read: Vec<bool>,
     /// the read locations holding counts now
     held: HashSet<usize>,
@@ -366,7 +367,7 @@ pub struct Tracker {
     /// how many of them `counts` holds already
     counted: usize,
     /// per location: the (target, time) a pointstamp at a time reaches
-    reached: Vec<HashMap<Vec<i64>, Reached>>,
+    reached: Vec<FastMap<Vec<i64>, Reached>>,
     reached_size: usize,
 }
 
@@ -470,12 +471,12 @@ impl Tracker {
             source_location,
             target_location,
             into,
-            counts: vec![HashMap::new(); n],
+            counts: vec![FastMap::default(); n],
             read,
             held: HashSet::new(),
             pending: Vec::new(),
             counted: 0,
-            reached: vec![HashMap::new(); n],
+            reached: vec![FastMap::default(); n],
             reached_size: 0,
         })
     }
@@ -555,9 +556,17 @@ impl Tracker {
                 continue;
             }
             let at = &mut self.counts[*loc];
-            let c = at.get(t.as_slice()).copied().unwrap_or(0) + d;
-            if c != 0 {
-                at.insert(t.clone(), c);
+            let left = match at.get_mut(t.as_slice()) {
+                Some(c) => {
+                    *c += d;
+                    *c
+                }
+                None => {
+                    at.insert(t.clone(), *d);
+                    *d
+                }
+            };
+            if left != 0 {
                 self.held.insert(*loc);
             } else {
                 at.remove(t.as_slice());
@@ -590,46 +599,48 @@ impl Tracker {
         self.counted = 0;
         // consolidated per (location, time): +1/-1 pairs cost nothing downstream
         pending.sort_unstable_by(|a, b| (a.0, &a.1).cmp(&(b.0, &b.1)));
+        let mut w = 0;
+        for r in 0..pending.len() {
+            if w > 0 && pending[w - 1].0 == pending[r].0 && pending[w - 1].1 == pending[r].1 {
+                pending[w - 1].2 += pending[r].2;
+            } else {
+                pending.swap(w, r);
+                w += 1;
+            }
+        }
+        pending.truncate(w);
+        pending.retain(|p| p.2 != 0);
         if self.reached_size > REACHED_CACHE {
-            self.reached.iter_mut().for_each(HashMap::clear);
+            self.reached.iter_mut().for_each(FastMap::clear);
             self.reached_size = 0;
         }
-        let mut per_target: Vec<Vec<(Vec<i64>, i64)>> = vec![Vec::new(); self.targets.len()];
-        let mut touched: Vec<usize> = Vec::new();
-        let mut i = 0;
-        while i < pending.len() {
-            let (loc, ref t, _) = pending[i];
-            let mut d = 0;
-            let mut j = i;
-            while j < pending.len() && pending[j].0 == loc && pending[j].1 == *t {
-                d += pending[j].2;
-                j += 1;
+        // the (target, time) each change reaches, cached per location and time
+        for (loc, t, _) in &pending {
+            let cache = &mut self.reached[*loc];
+            if !cache.contains_key(t.as_slice()) {
+                let reached: Reached = self.reaches[*loc]
+                    .iter()
+                    .flat_map(|(s, ks)| {
+                        let t2 = s.apply(t);
+                        ks.iter().map(move |&k| (k, t2.clone()))
+                    })
+                    .collect();
+                cache.insert(t.clone(), reached);
+                self.reached_size += 1;
             }
-            if d != 0 {
-                let cache = &mut self.reached[loc];
-                if !cache.contains_key(t.as_slice()) {
-                    let reached: Reached = self.reaches[loc]
-                        .iter()
-                        .flat_map(|(s, ks)| {
-                            let t2 = s.apply(t);
-                            ks.iter().map(move |&k| (k, t2.clone()))
-                        })
-                        .collect();
-                    cache.insert(t.clone(), reached);
-                    self.reached_size += 1;
-                }
-                for (k, t2) in &cache[t.as_slice()] {
-                    if per_target[*k].is_empty() {
-                        touched.push(*k);
-                    }
-                    per_target[*k].push((t2.clone(), d));
-                }
-            }
-            i = j;
         }
+        let reached = &self.reached;
+        let mut changes: Vec<(usize, &[i64], i64)> = Vec::new();
+        for (loc, t, d) in &pending {
+            for (k, t2) in &reached[*loc][t.as_slice()] {
+                changes.push((*k, t2.as_slice(), *d));
+            }
+        }
+        changes.sort_by_key(|c| c.0);
         let mut changed: Vec<usize> = Vec::new();
-        for k in touched {
-            if self.implied[k].apply_changes(&per_target[k]) {
+        for run in changes.chunk_by(|a, b| a.0 == b.0) {
+            let k = run[0].0;
+            if self.implied[k].apply(run.iter().map(|c| (c.1, c.2))) {
                 changed.push(self.targets[k].0);
             }
         }

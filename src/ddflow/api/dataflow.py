@@ -320,6 +320,7 @@ class Dataflow:
                 last_epoch=self.last_epoch,
                 loop_counts=self._loop_counts,
                 workers=self.workers,
+                regions=self.checkpoint_dir is None,
             )
 
     def run(

@@ -46,6 +46,7 @@ from ddflow.timely.lattice import Time, TimeType
 
 if TYPE_CHECKING:
     from ddflow.differential.operators.join import Arranger
+    from ddflow.differential.operators.region import RegionHandle
     from ddflow.timely.progress import ProgressGraph
 
 __all__ = [
@@ -55,6 +56,7 @@ __all__ = [
     "Description",
     "DistinctSkips",
     "Kernels",
+    "LoopRegions",
     "Partitions",
     "ReduceReads",
     "ReduceSpec",
@@ -86,7 +88,9 @@ class Capabilities:
     * ``distinct_skips``: the kernels are :class:`DistinctSkips`: a distinct can skip the keys
       whose new insertions change nothing;
     * ``partitions``: the kernels are :class:`Partitions`: a batch can be split by the
-      worker that owns each update's key (a dataflow over several workers).
+      worker that owns each update's key (a dataflow over several workers);
+    * ``loop_regions``: the kernels are :class:`LoopRegions`: a loop of built-in operators can
+      run whole in the runtime (:mod:`ddflow.plan.regions`).
 
     >>> Capabilities(small_tail=True).stepped_merges
     False
@@ -97,6 +101,7 @@ class Capabilities:
     row_batches: bool = False
     distinct_skips: bool = False
     partitions: bool = False
+    loop_regions: bool = False
 
 
 class TraceHandle(Protocol):
@@ -584,3 +589,12 @@ class SpineReads:
 
     def end_step(self) -> None:
         pass
+
+
+class LoopRegions(Kernels, Protocol):
+    """Kernels that run a loop whole (``loop_regions``)."""
+
+    def loop_region(self, plan: Any) -> RegionHandle | None:
+        """The region of ``plan`` (a :class:`~ddflow.plan.regions.RegionPlan`, a layer
+        above), or None where the runtime's settings keep loops as Python operators."""
+        ...

@@ -44,10 +44,12 @@ from ddflow.differential.operators.io import (
 from ddflow.differential.operators.join import ArrangeOp, Arranger, JoinOp
 from ddflow.differential.operators.linear import ConsolidateOp, Linear
 from ddflow.differential.operators.reduce import ReduceOp, ReduceSpec
+from ddflow.differential.operators.region import RegionOp
 from ddflow.differential.operators.vertex import VertexOp
 from ddflow.errors import GraphError, SchemaError
 from ddflow.plan.fusion import fused_nodes
 from ddflow.plan.nodes import Node
+from ddflow.plan.regions import RegionPlan, find_regions
 from ddflow.timely.cluster import Cluster, Idle, Shard
 from ddflow.timely.lattice import EPOCHS
 from ddflow.timely.operator import Operator
@@ -55,7 +57,7 @@ from ddflow.timely.progress import Summary
 from ddflow.timely.scheduler import Worker
 
 if TYPE_CHECKING:
-    from ddflow.differential.kernel import Kernels, Partitions
+    from ddflow.differential.kernel import Kernels, LoopRegions, Partitions
     from ddflow.differential.operators.io import InputSource
     from ddflow.plan.nodes import Plan
 
@@ -70,6 +72,7 @@ def build(
     last_epoch: Callable[[], int],
     loop_counts: dict[str, dict[tuple[int, ...], int]],
     workers: int = 1,
+    regions: bool = True,
 ) -> Worker | Cluster:
     """The operators of ``plan`` on the runtime whose kernels are ``kernels``, in a started
     worker. ``inputs``: the source of each input node, by name; ``last_epoch()``: the last
@@ -78,10 +81,14 @@ def build(
 
     With ``workers`` > 1, a :class:`~ddflow.timely.cluster.Cluster` of that many workers in
     this process, each with a copy of every operator, and exchanges before keyed operators
-    (see :func:`build_shard`)."""
+    (see :func:`build_shard`).
+
+    ``regions``: the loops the runtime can run whole (:mod:`ddflow.plan.regions`) are one
+    operator each, where its settings ask for it (one worker only; False for a dataflow whose
+    state is checkpointed)."""
     if workers == 1:
         worker = Worker(tracker=kernels.progress_tracker)
-        _Builder(plan, kernels, inputs, last_epoch, loop_counts, worker).build()
+        _Builder(plan, kernels, inputs, last_epoch, loop_counts, worker, regions).build()
         worker.start()
         return worker
     cluster = Cluster(workers)
@@ -147,6 +154,7 @@ class _Builder:
         last_epoch: Callable[[], int],
         loop_counts: dict[str, dict[tuple[int, ...], int]],
         worker: Worker | Shard,
+        regions: bool = False,
     ) -> None:
         self.plan = plan
         self.k = kernels
@@ -168,9 +176,22 @@ class _Builder:
         self.fusion = fused_nodes(plan, self.workers)
         # feedbacks not closed yet (see _op_delay)
         self.unclosed: dict[int, Node] = {}
+        # the loops run whole by the runtime: by their last node; and every node they hold
+        self.regions: dict[int, tuple[RegionPlan, Any]] = {}
+        self.in_region: set[int] = set()
+        if regions and self.workers == 1 and kernels.capabilities.loop_regions:
+            for region in find_regions(plan)[0]:
+                handle = cast("LoopRegions", kernels).loop_region(region)
+                if handle is not None:
+                    self.regions[region.last] = (region, handle)
+                    self.in_region |= region.members
 
     def build(self) -> None:
         for node in self.plan.nodes:
+            if node.id in self.in_region:
+                if node.id in self.regions:
+                    self._region(*self.regions[node.id])
+                continue
             getattr(self, f"_op_{node.op}")(node)
         for node in self.unclosed.values():
             raise GraphError(
@@ -599,6 +620,24 @@ class _Builder:
         return route
 
     # ------------------------------------------------------------------ loops
+
+    def _region(self, region: RegionPlan, handle: Any) -> None:
+        """A loop run whole by the runtime: one operator reading the loop's outer inputs
+        (with the chains fused into their enters) and giving its results."""
+        sources, fns = [], []
+        for n in region.sources:
+            source, fn, _ = self._chain(n)
+            sources.append(self._port(source.id))
+            fns.append(fn)
+        counts = {i: self.loop_counts.setdefault(name, {}) for i, name in region.variables.items()}
+        op = RegionOp(
+            region.name, handle, len(region.sources), len(region.sinks), fns, counts, self.k
+        )
+        self.worker.add(op)
+        for i, (src, port) in enumerate(sources):
+            self._connect(src, port, op, i, None)
+        for j, leave in enumerate(region.leaves):
+            self.ports[leave.id] = (op, j)
 
     def _op_enter(self, node: Node) -> None:
         (src,) = node.inputs

@@ -53,6 +53,7 @@ from ddflow.runtime.local.native_reducer import NativeReducer, native_applies
 from ddflow.runtime.local.reads import CachedReads
 from ddflow.runtime.local.reduce_kernels import ReduceKernels
 from ddflow.runtime.local.reducer import KernelReducer
+from ddflow.runtime.local.region import LocalRegion
 from ddflow.runtime.local.rows import Batch, Rows, as_rows, frame, partition_frame
 from ddflow.runtime.local.settings import LocalSettings
 from ddflow.runtime.native.progress import CheckedTracker, native_tracker
@@ -63,6 +64,7 @@ from ddflow.timely.progress import ProgressGraph, Tracker
 if TYPE_CHECKING:
     from ddflow.differential.kernel import ReduceSpec
     from ddflow.differential.operators.join import Arranger
+    from ddflow.plan.regions import RegionPlan
     from ddflow.runtime.local.trace import Spine
 
 __all__ = ["LocalKernels"]
@@ -89,6 +91,7 @@ class LocalKernels(ReduceKernels):
         row_batches=True,
         distinct_skips=True,
         partitions=True,
+        loop_regions=True,
     )
 
     def __init__(self, settings: LocalSettings | None = None) -> None:
@@ -660,6 +663,10 @@ class LocalKernels(ReduceKernels):
         if self.settings.progress == "checked":
             return CheckedTracker(graph, watched, on_demand, merged)
         return Tracker(graph, watched, on_demand, merged)
+
+    def loop_region(self, plan: RegionPlan) -> LocalRegion | None:
+        """The loop of ``plan`` run whole in the core, where the settings ask for it."""
+        return LocalRegion(self, plan) if self.settings.regions else None
 
     def change_log(self) -> ChangeLog:
         """An output's log, holding small epochs' changes as rows until read."""

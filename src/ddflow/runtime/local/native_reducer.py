@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     from ddflow.differential.operators.join import Arranger
     from ddflow.runtime.local.kernels import LocalKernels
 
-__all__ = ["NativeReducer", "native_applies"]
+__all__ = ["NativeReducer", "arrow_int64", "native_applies"]
 
 #: the dtypes the core holds as ``int64`` (their physical values)
 _INTEGER_FAMILY = (pl.Int64, pl.Int32, pl.Boolean, pl.Date, pl.Datetime)
@@ -84,7 +84,7 @@ def native_applies(spec: ReduceSpec, source: dict[str, Any]) -> bool:
     return True
 
 
-def _column(series: pl.Series) -> Any:
+def arrow_int64(series: pl.Series) -> Any:
     """A column's physical values as an Arrow ``int64`` array (the core reads it through the
     Arrow C data interface, nulls and all, without a copy here)."""
     return series.to_physical().cast(pl.Int64).to_arrow()
@@ -190,10 +190,10 @@ class NativeReducer:
             return 0
         return int(
             self.core.take_columns(
-                [_column(frame.get_column(c)) for c in spec.keys],
-                [_column(frame.get_column(c)) for c in self.sources],
-                [_column(frame.get_column(c)) for c in self.tcols],
-                _column(frame.get_column(DIFF)),
+                [arrow_int64(frame.get_column(c)) for c in spec.keys],
+                [arrow_int64(frame.get_column(c)) for c in self.sources],
+                [arrow_int64(frame.get_column(c)) for c in self.tcols],
+                arrow_int64(frame.get_column(DIFF)),
             )
         )
 
@@ -278,10 +278,10 @@ class NativeReducer:
                 else pl.DataFrame(schema=empty)
             )
             return (
-                [_column(frame.get_column(c)) for c in spec.keys],
-                [_column(frame.get_column(c)) for c in values],
-                [_column(frame.get_column(c)) for c in self.tcols],
-                _column(frame.get_column(DIFF)),
+                [arrow_int64(frame.get_column(c)) for c in spec.keys],
+                [arrow_int64(frame.get_column(c)) for c in values],
+                [arrow_int64(frame.get_column(c)) for c in self.tcols],
+                arrow_int64(frame.get_column(DIFF)),
             )
 
         self.core.load(

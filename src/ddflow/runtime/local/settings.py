@@ -234,7 +234,10 @@ class LocalSettings:
     * ``progress``: which progress tracker a worker runs: ``"native"``, the core's
       (:mod:`ddflow.runtime.native.progress`); ``"python"``,
       :class:`~ddflow.timely.progress.Tracker`; ``"checked"``, both, compared at every call
-      (for tests: a disagreement raises).
+      (for tests: a disagreement raises);
+    * ``regions``: a loop of built-in operators over integer columns runs whole in the native
+      core, as one operator (:mod:`ddflow.plan.regions`; a dataflow with checkpoints or
+      several workers keeps its loops as Python operators).
 
     >>> LocalSettings().small_batch_rows
     256
@@ -251,6 +254,7 @@ class LocalSettings:
     index: IndexSettings = field(default_factory=IndexSettings)
     reduce: ReduceSettings = field(default_factory=ReduceSettings)
     progress: str = "native"
+    regions: bool = False
 
     def __post_init__(self) -> None:
         if self.small_batch_rows < 0:
