@@ -20,7 +20,14 @@ from scipy.sparse import coo_matrix
 from scipy.sparse.csgraph import connected_components as scipy_connected_components
 
 import ddflow as dd
-from benchmarks.common import dataflow, machine, native_reducer, peak_rss_mb, summary
+from benchmarks.common import (
+    dataflow,
+    loop_regions,
+    machine,
+    native_reducer,
+    peak_rss_mb,
+    summary,
+)
 from benchmarks.graphs import random_changes, rmat
 
 
@@ -209,6 +216,7 @@ def run(quick: bool = False) -> dict[str, Any]:
         "benchmark": "cc",
         "machine": machine(),
         "reducer": "native" if native_reducer() else "python",
+        "regions": loop_regions(),
         "results": results,
     }
     if len(results) > 1:

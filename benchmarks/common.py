@@ -28,18 +28,31 @@ def native_reducer() -> bool:
     return choice == "native"
 
 
+def loop_regions() -> bool:
+    """Whether ``BENCH_REGIONS=1`` asks for the loops run whole in the native core
+    (``LocalSettings(regions=True)``; ``0``, the default, keeps them Python operators)."""
+    choice = os.environ.get("BENCH_REGIONS", "0")
+    if choice not in ("0", "1"):
+        raise SystemExit(f"BENCH_REGIONS={choice!r}: expected '0' or '1'")
+    return choice == "1"
+
+
 def runtime() -> Any:
-    """The runtime of the reducer ``BENCH_REDUCER`` names (``None``: the default)."""
+    """The runtime of the reducer ``BENCH_REDUCER`` names and the loops ``BENCH_REGIONS``
+    asks for (``None``: the default)."""
     import ddflow as dd
     from ddflow.runtime.local.settings import LocalSettings, ReduceSettings
 
-    if not native_reducer():
+    if not native_reducer() and not loop_regions():
         return None
-    return dd.LocalRuntime(LocalSettings(reduce=ReduceSettings(native=True)))
+    return dd.LocalRuntime(
+        LocalSettings(reduce=ReduceSettings(native=native_reducer()), regions=loop_regions())
+    )
 
 
 def dataflow(workers: int = 1) -> Any:
-    """A ``dd.Dataflow`` of ``workers``, with the reducer ``BENCH_REDUCER`` names."""
+    """A ``dd.Dataflow`` of ``workers``, with the reducer ``BENCH_REDUCER`` names and the
+    loops ``BENCH_REGIONS`` asks for."""
     import ddflow as dd
 
     return dd.Dataflow(runtime(), workers=workers)

@@ -482,3 +482,18 @@ def test_small_scc(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.Monke
     monkeypatch.setattr(small_scc, "networkx_components", lambda live: {**real(live), -1: -1})
     with pytest.raises(small_scc.ResultMismatch, match="after change 0"):
         small_scc.run(quick=True)
+
+
+def test_cc_with_loop_regions(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``BENCH_REGIONS=1``: the label propagation runs whole in the core, its labels checked
+    by SciPy and NetworkX after every batch of changes (the benchmark raises otherwise)."""
+    monkeypatch.setenv("BENCH_REGIONS", "1")
+    monkeypatch.setenv("BENCH_REDUCER", "native")
+    r = run_benchmark("cc", capsys)
+    assert r["regions"] is True and r["reducer"] == "native"
+    (row,) = r["results"]
+    assert sorted(row["updates"], key=int) == ["1", "10", "100", "1000"]
+    for u in row["updates"].values():
+        check_summary(u, runs=3)
