@@ -32,7 +32,7 @@ from typing import Any, TypeVar
 import numpy as np
 import polars as pl
 
-from benchmarks.common import machine, native_reducer, peak_rss_mb, runtime, summary
+from benchmarks.common import loop_regions, machine, native_reducer, peak_rss_mb, runtime, summary
 
 T = TypeVar("T")
 
@@ -160,6 +160,7 @@ def run(quick: bool = False) -> dict[str, Any]:
         "benchmark": "demo",
         "machine": machine(),
         "reducer": "native" if native_reducer() else "python",
+        "regions": loop_regions(),
         "quick": quick,
         **result,
     }

@@ -51,7 +51,7 @@ import networkx as nx
 import polars as pl
 
 import ddflow as dd
-from benchmarks.common import dataflow, machine, native_reducer, peak_rss_mb, summary
+from benchmarks.common import dataflow, loop_regions, machine, native_reducer, peak_rss_mb, summary
 from benchmarks.table2_graphs import (
     AMAZON_EDGES,
     AMAZON_NODES,
@@ -544,6 +544,7 @@ def run(quick: bool = False) -> dict[str, Any]:
         "benchmark": "table2",
         "machine": machine(),
         "reducer": "native" if native_reducer() else "python",
+        "regions": loop_regions(),
         "quick": quick,
         "scale": scale,
         "polars_threads": child_env().get("POLARS_MAX_THREADS", "default"),

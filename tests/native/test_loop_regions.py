@@ -136,7 +136,14 @@ def test_loops_a_region_cannot_hold_say_why() -> None:
         "ranked": "a prioritized loop",
         "threshold": "a reduce of kind 'threshold'",
     }
-    assert "loop region (ints): native" in flow.explain()
+    lines = flow.explain().splitlines()
+    assert "loop region (ints): native" in lines[2]
+    assert lines[-3:] == [
+        "loop 'strings' runs as Python operators: the loop's input input has column 's' of "
+        "type str; a region holds integers",
+        "loop 'ranked' runs as Python operators: a prioritized loop",
+        "loop 'threshold' runs as Python operators: a reduce of kind 'threshold'",
+    ]
 
 
 def test_a_checkpointed_dataflow_keeps_its_loops_in_python(tmp_path: Any) -> None:

@@ -493,8 +493,11 @@ class Dataflow:
     def explain(self) -> str:
         """The dataflow as it runs: one line per operator (of worker 0, where there are
         several), in the order they were built, and for each reduce whether it runs in the
-        native core or in Python (the choice is made when the dataflow is built). Building
-        the dataflow fixes it: no collection can be added after.
+        native core or in Python (the choice is made when the dataflow is built). Where the
+        runtime runs loops whole in the core (``LocalSettings(regions=True)``), each such loop
+        is one line, ``loop region (name): native``, and a last line for each other loop says
+        why it runs as Python operators. Building the dataflow fixes it: no collection can be
+        added after.
 
         >>> import ddflow as dd
         >>> from ddflow.runtime.local.settings import LocalSettings, ReduceSettings
@@ -515,6 +518,7 @@ class Dataflow:
             if reducer is not None:
                 how = ": native" if reducer.native else ": python"
             lines.append(f"{op.index} {op.name}{how}")
+        lines.extend(self.worker.notes)
         return "\n".join(lines)
 
     def loop_stats(self, epoch: int | None = None) -> pd.DataFrame:

@@ -594,7 +594,10 @@ class SpineReads:
 class LoopRegions(Kernels, Protocol):
     """Kernels that run a loop whole (``loop_regions``)."""
 
-    def loop_region(self, plan: Any) -> RegionHandle | None:
+    #: whether the runtime's settings ask for loops to run whole
+    runs_regions: bool
+
+    def loop_region(self, plan: Any) -> RegionHandle:
         """The region of ``plan`` (a :class:`~ddflow.plan.regions.RegionPlan`, a layer
-        above), or None where the runtime's settings keep loops as Python operators."""
+        above)."""
         ...

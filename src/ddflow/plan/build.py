@@ -179,12 +179,19 @@ class _Builder:
         # the loops run whole by the runtime: by their last node; and every node they hold
         self.regions: dict[int, tuple[RegionPlan, Any]] = {}
         self.in_region: set[int] = set()
-        if regions and self.workers == 1 and kernels.capabilities.loop_regions:
-            for region in find_regions(plan)[0]:
-                handle = cast("LoopRegions", kernels).loop_region(region)
-                if handle is not None:
-                    self.regions[region.last] = (region, handle)
+        caps = kernels.capabilities
+        if regions and self.workers == 1 and caps.loop_regions:
+            runtime = cast("LoopRegions", kernels)
+            if runtime.runs_regions:
+                found, refused = find_regions(plan)
+                for region in found:
+                    self.regions[region.last] = (region, runtime.loop_region(region))
                     self.in_region |= region.members
+                if isinstance(worker, Worker):
+                    worker.notes.extend(
+                        f"loop {name!r} runs as Python operators: {why}"
+                        for name, why in refused.items()
+                    )
 
     def build(self) -> None:
         for node in self.plan.nodes:

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import heapq
 import time as _time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from ddflow.timely.lattice import Time
@@ -51,6 +51,8 @@ class Stepping:
 
     tracker: Any
     _active: list[int]
+    #: what the builder says of the dataflow besides its operators (``explain()``)
+    notes: Sequence[str] = ()
 
     def start(self) -> None:  # pragma: no cover - abstract
         raise NotImplementedError
@@ -95,6 +97,7 @@ class Worker(Stepping):
         self.step_counts: dict[int, int] = {}
         self.profile = False
         self.on_step: Callable[[Operator], None] | None = None
+        self.notes: list[str] = []
 
     # ------------------------------------------------------------------ building
 

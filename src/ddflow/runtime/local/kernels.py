@@ -664,9 +664,14 @@ class LocalKernels(ReduceKernels):
             return CheckedTracker(graph, watched, on_demand, merged)
         return Tracker(graph, watched, on_demand, merged)
 
-    def loop_region(self, plan: RegionPlan) -> LocalRegion | None:
-        """The loop of ``plan`` run whole in the core, where the settings ask for it."""
-        return LocalRegion(self, plan) if self.settings.regions else None
+    @property
+    def runs_regions(self) -> bool:
+        """Whether the settings ask for loops to run whole in the core (``regions``)."""
+        return self.settings.regions
+
+    def loop_region(self, plan: RegionPlan) -> LocalRegion:
+        """The loop of ``plan`` run whole in the core."""
+        return LocalRegion(self, plan)
 
     def change_log(self) -> ChangeLog:
         """An output's log, holding small epochs' changes as rows until read."""
