@@ -190,7 +190,7 @@ impl Region {
             let d: i64 = row.get_item(diff)?.extract()?;
             h.push(cells.iter().copied(), &time, d);
         }
-        self.core.push(input, &h).map_err(error)
+        self.core.push(input, h).map_err(error)
     }
 
     /// Sends a batch held as columns into input `input`: its data columns, time columns and
@@ -217,7 +217,7 @@ impl Region {
                 }
                 h.push(data.iter().map(|c| c[r]), &time, d);
             }
-            core.push(input, &h)
+            core.push(input, h)
         })
         .map_err(error)
     }

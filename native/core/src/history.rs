@@ -120,6 +120,19 @@ impl History {
             .unwrap_or(Ordering::Equal)
     }
 
+    /// Negates every diff (the updates of the collection's negation).
+    pub fn negate(&mut self) {
+        self.diffs.iter_mut().for_each(|d| *d = d.wrapping_neg());
+    }
+
+    /// Moves every update to `time`.
+    pub fn set_times(&mut self, time: &[i64]) {
+        debug_assert_eq!(time.len(), self.width);
+        self.times
+            .chunks_exact_mut(self.width.max(1))
+            .for_each(|t| t.copy_from_slice(time));
+    }
+
     /// Advances every time by `since`.
     pub fn advance(&mut self, tt: &TimeType, since: &Antichain) {
         self.advance_with(tt, since, &mut Vec::new());

@@ -499,7 +499,7 @@ impl Region {
 
     /// New updates at input `input` (of any times in advance of its frontier), sent on as
     /// one message per time.
-    pub fn push(&mut self, input: usize, updates: &History) -> Result<(), RegionError> {
+    pub fn push(&mut self, input: usize, updates: History) -> Result<(), RegionError> {
         let Some(&source) = self.sources.get(input) else {
             return invalid(format!("the region has no input {input}"));
         };

@@ -9,8 +9,15 @@ use crate::history::History;
 use crate::lattice::TimeType;
 use crate::reduce::Columns;
 
-/// The updates of `h`, one history per distinct time, times increasing.
-pub(super) fn by_time(h: &History) -> Vec<(Time, History)> {
+/// The updates of `h`, one history per distinct time, times increasing (`h` itself where it
+/// holds one time, the common case).
+pub(super) fn by_time(h: History) -> Vec<(Time, History)> {
+    if h.is_empty() {
+        return Vec::new();
+    }
+    if (1..h.len()).all(|i| h.time(i) == h.time(0)) {
+        return vec![(h.time(0).to_vec(), h)];
+    }
     let mut order: Vec<usize> = (0..h.len()).collect();
     order.sort_by(|&a, &b| h.time(a).cmp(h.time(b)));
     order
@@ -18,7 +25,7 @@ pub(super) fn by_time(h: &History) -> Vec<(Time, History)> {
         .map(|run| {
             let mut part = History::with_capacity(h.arity(), h.width(), run.len());
             for &i in run {
-                part.push_from(h, i);
+                part.push_from(&h, i);
             }
             (h.time(run[0]).to_vec(), part)
         })
@@ -49,10 +56,11 @@ pub(super) fn linear(
     };
     Ok(match kind {
         Kind::Concat | Kind::Variable => (m.time, m.updates),
-        Kind::Negate => (
-            m.time,
-            rows(&mut |r, t, d, out| out.push(r.iter().copied(), t, d.wrapping_neg())),
-        ),
+        Kind::Negate => {
+            let mut updates = m.updates;
+            updates.negate();
+            (m.time, updates)
+        }
         Kind::Map(exprs) => (
             m.time,
             rows(&mut |r, t, d, out| {
@@ -116,11 +124,11 @@ pub(super) fn feedback(
                         .or_insert_with(|| History::new(m.updates.arity(), m.updates.width()))
                 }
             };
-            for i in 0..m.updates.len() {
-                let d = m.updates.diff(i);
-                let cells = (0..m.updates.arity()).map(|c| m.updates.value(i, c));
-                h.push(cells, &m.time, if port == 1 { d.wrapping_neg() } else { d });
+            let mut updates = m.updates;
+            if port == 1 {
+                updates.negate();
             }
+            h.extend(&updates);
         }
     }
     if buffer.is_empty() {
@@ -141,11 +149,8 @@ pub(super) fn feedback(
         let out_t = next(&t);
         let below = limit.map_or(true, |l| out_t[out_t.len() - 1] < l);
         if !h.is_empty() && below {
-            let mut moved = History::with_capacity(h.arity(), h.width(), h.len());
-            for i in 0..h.len() {
-                moved.push((0..h.arity()).map(|c| h.value(i, c)), &out_t, h.diff(i));
-            }
-            rt.send(node, out_t.clone(), moved)?;
+            h.set_times(&out_t);
+            rt.send(node, out_t.clone(), h)?;
         }
         rt.hold(node, &out_t, -1)?;
     }
@@ -277,7 +282,7 @@ pub(super) fn join(
     state
         .right
         .compact(tt, &state.since[1], state.generation[1], fuel);
-    for (time, mut part) in by_time(&out) {
+    for (time, mut part) in by_time(out) {
         part.consolidate(false);
         rt.send(node, time, part)?;
     }

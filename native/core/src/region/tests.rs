@@ -165,7 +165,7 @@ proptest! {
         assert_eq!(region.ports(), (2, 1));
         let nodes: BTreeSet<i64> = (0..7).collect();
         region
-            .push(1, &history(&nodes.iter().map(|&n| (n, n, 0, 1)).collect::<Vec<_>>()))
+            .push(1, history(&nodes.iter().map(|&n| (n, n, 0, 1)).collect::<Vec<_>>()))
             .expect("the nodes");
         let mut edges: BTreeMap<(i64, i64), i64> = BTreeMap::new();
         let mut expected = Vec::new();
@@ -182,7 +182,7 @@ proptest! {
                     rows.push((s, d, e, m));
                 }
             }
-            region.push(0, &history(&rows)).expect("the edges");
+            region.push(0, history(&rows)).expect("the edges");
             expected.push(labels(&nodes, &edges, limit, skip));
             // the inputs' frontier lags the epochs pushed by `in_flight`
             let done = e + 1 - in_flight as i64;
@@ -232,8 +232,8 @@ fn malformed_regions_are_refused_by_name() {
     assert!(e.0.contains("does not advance time"), "{e}");
     let mut region = Region::new(propagation(None, -1)).expect("a region");
     let e = region
-        .push(0, &History::new(3, 1))
+        .push(0, History::new(3, 1))
         .expect_err("three columns");
     assert!(e.0.contains("3 columns"), "{e}");
-    assert!(region.push(2, &History::new(2, 1)).is_err());
+    assert!(region.push(2, History::new(2, 1)).is_err());
 }
